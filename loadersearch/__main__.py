@@ -1,0 +1,3 @@
+from loadersearch.cli import main
+
+main()

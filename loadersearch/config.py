@@ -1,0 +1,169 @@
+"""The five DataLoader knobs, the workload a measurement runs, and how long it measures.
+
+These dataclasses are the contract between layers: the search builds a :class:`LoaderConfig`
+from an Optuna trial, the measurement runs it against a :class:`WorkloadSpec` for a
+:class:`MeasurePlan`. All of them are plain data that survive a trip through JSON, because
+they cross a process boundary (parent -> measuring child).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+WORKLOADS = ("train", "loader", "emulated")
+DEVICES = ("auto", "cuda", "cpu")
+
+
+@dataclass(frozen=True)
+class LoaderConfig:
+    """One DataLoader configuration: the five knobs loadersearch tunes."""
+
+    num_workers: int = 0  # worker processes; 0 loads in the training process
+    batch_size: int = 16  # images per step (also a training choice: fix it if it matters)
+    pin_memory: bool = False  # page-locked host batches, faster and async host->device copies
+    prefetch_factor: int | None = None  # batches each worker loads ahead; None when 0 workers
+    persistent_workers: bool = False  # keep workers between epochs; only with workers > 0
+
+    def __post_init__(self) -> None:
+        if isinstance(self.num_workers, bool) or int(self.num_workers) != self.num_workers:
+            raise ValueError(f"num_workers must be an integer but got {self.num_workers!r}.")
+        if self.num_workers < 0:
+            raise ValueError(f"num_workers cannot be negative but got {self.num_workers}.")
+        if self.batch_size < 1:
+            raise ValueError(f"batch_size must be at least 1 but got {self.batch_size}.")
+        if self.prefetch_factor is not None and self.prefetch_factor < 1:
+            raise ValueError(
+                f"prefetch_factor must be at least 1 (or None) but got {self.prefetch_factor}."
+            )
+        if self.num_workers == 0 and self.prefetch_factor is not None:
+            # PyTorch itself raises here; we reject it the same way, with the fix in the message.
+            raise ValueError(
+                f"prefetch_factor={self.prefetch_factor} needs num_workers > 0: with "
+                "num_workers=0 there is no worker to prefetch. Drop prefetch_factor or add workers."
+            )
+        if self.num_workers == 0 and self.persistent_workers:
+            raise ValueError(
+                "persistent_workers=True needs num_workers > 0: with num_workers=0 there is no "
+                "worker to keep. Drop persistent_workers or add workers."
+            )
+
+    def dataloader_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments for ``torch.utils.data.DataLoader`` (only the ones that apply)."""
+        kwargs: dict[str, Any] = {
+            "batch_size": self.batch_size,
+            "num_workers": self.num_workers,
+            "pin_memory": self.pin_memory,
+        }
+        if self.num_workers > 0:
+            kwargs["prefetch_factor"] = self.prefetch_factor or 2
+            kwargs["persistent_workers"] = self.persistent_workers
+        return kwargs
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> LoaderConfig:
+        known = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+    def label(self) -> str:
+        """A short human label, e.g. ``w4 b32 pin pf2 persist``."""
+        parts = [f"w{self.num_workers}", f"b{self.batch_size}"]
+        if self.pin_memory:
+            parts.append("pin")
+        if self.num_workers > 0:
+            parts.append(f"pf{self.prefetch_factor or 2}")
+            if self.persistent_workers:
+                parts.append("persist")
+        return " ".join(parts)
+
+    def snippet(self, dataset: str = "dataset") -> str:
+        """A ready-to-paste ``DataLoader(...)`` call."""
+        args = ", ".join(f"{k}={v!r}" for k, v in self.dataloader_kwargs().items())
+        return f"DataLoader({dataset}, shuffle=True, drop_last=True, {args})"
+
+
+@dataclass(frozen=True)
+class WorkloadSpec:
+    """What one measurement trains on; everything the measuring child needs to rebuild it."""
+
+    kind: str = "train"  # train | loader | emulated (see DESIGN.md "Workloads")
+    data: str | None = None  # dataset directory; None = the embedded generated default
+    data_format: str | None = None  # yolo | voc | coco; None = detect from the directory
+    img_size: int | None = None  # network input; None = 416 on CUDA, 128 on a CPU
+    mosaic: bool = False  # 4-image mosaic augmentation (p=0.5); decodes 4-5 JPEGs a sample
+    skip_bad_samples: bool = False  # count and skip unreadable samples instead of failing
+    device: str = "auto"  # auto | cuda | cpu
+    vram_cap: int | None = None  # bytes of device memory a trial may use; None = no cap
+    # The emulated accelerator: each batch takes a + b*batch_size ms and m0 + m1*batch_size MiB.
+    emulated_ms: tuple[float, float] = (20.0, 2.0)
+    emulated_mib: tuple[float, float] = (600.0, 150.0)
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.kind not in WORKLOADS:
+            raise ValueError(f"Unknown workload {self.kind!r}; choose one of {', '.join(WORKLOADS)}.")
+        if self.device not in DEVICES:
+            raise ValueError(f"Unknown device {self.device!r}; choose one of {', '.join(DEVICES)}.")
+        if self.img_size is not None and (self.img_size < 32 or self.img_size % 32):
+            raise ValueError(
+                f"img_size must be a positive multiple of 32 (YOLOv4-tiny's stride) "
+                f"but got {self.img_size}."
+            )
+        if self.vram_cap is not None and self.vram_cap <= 0:
+            raise ValueError(f"vram_cap must be positive but got {self.vram_cap}.")
+        # JSON turns tuples into lists; keep them tuples so specs compare equal after a round trip.
+        object.__setattr__(self, "emulated_ms", tuple(float(x) for x in self.emulated_ms))
+        object.__setattr__(self, "emulated_mib", tuple(float(x) for x in self.emulated_mib))
+
+    @property
+    def emulated(self) -> bool:
+        return self.kind == "emulated"
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> WorkloadSpec:
+        known = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+@dataclass(frozen=True)
+class MeasurePlan:
+    """How long one measurement runs: warm-up, then ``epochs`` short epochs of ``steps``."""
+
+    epochs: int = 3  # measured short epochs, after the warm-up
+    steps: int = 12  # steps (batches) per short epoch
+    windows_per_epoch: int = 2  # each short epoch is cut into this many measurement windows
+    warmup_epochs: int = 1  # not measured: cudnn autotune, page cache, allocator growth
+    timeout_s: float = 300.0  # wall-clock limit for the whole child, start-up included
+    extra: dict[str, Any] = field(default_factory=dict)  # reserved for workload-specific knobs
+
+    def __post_init__(self) -> None:
+        for name in ("epochs", "steps", "windows_per_epoch"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1 but got {getattr(self, name)}.")
+        if self.warmup_epochs < 0:
+            raise ValueError(f"warmup_epochs cannot be negative but got {self.warmup_epochs}.")
+        if self.windows_per_epoch > self.steps:
+            raise ValueError(
+                f"windows_per_epoch ({self.windows_per_epoch}) cannot exceed steps ({self.steps})."
+            )
+        if self.timeout_s <= 0:
+            raise ValueError(f"timeout_s must be positive but got {self.timeout_s}.")
+
+    @property
+    def n_windows(self) -> int:
+        return self.epochs * self.windows_per_epoch
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> MeasurePlan:
+        known = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})

@@ -1,0 +1,23 @@
+"""The measurement layer: one DataLoader configuration, measured in a fresh child process.
+
+Public entry point (implemented in :mod:`loadersearch.measure.runner`)::
+
+    measure(workload: WorkloadSpec, config: LoaderConfig, plan: MeasurePlan, *,
+            on_window: Callable[[Window], bool] | None = None) -> MeasureResult
+
+``on_window`` is called in the parent for every window as it arrives; returning False stops
+the measurement at once (the child's whole process group is killed) and the result has status
+``PRUNED``. Knows nothing of Optuna or studies.
+"""
+
+from __future__ import annotations
+
+from loadersearch.measure.result import MeasureResult, Window
+
+__all__ = ["MeasureResult", "Window", "measure"]
+
+
+def measure(*args, **kwargs):  # noqa: ANN002, ANN003 - re-exported, see runner.measure
+    from loadersearch.measure.runner import measure as _measure
+
+    return _measure(*args, **kwargs)

@@ -1,0 +1,109 @@
+"""What a measurement reports: windows while it runs, one result at the end.
+
+The measuring child writes these as JSON lines on a pipe; the parent turns them back into
+these dataclasses. Window ``index`` k means the same position in every measurement with the
+same :class:`~loadersearch.config.MeasurePlan` (epoch ``k // windows_per_epoch``, part
+``k % windows_per_epoch``), so a pruner compares like with like.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from loadersearch.config import LoaderConfig
+
+# Status of a finished measurement.
+OK = "ok"  # measured; the objective is valid
+INFEASIBLE = "infeasible"  # this configuration cannot run here (over the cap, worker killed, ...)
+PRUNED = "pruned"  # the caller stopped it early (on_window returned False)
+INTERRUPTED = "interrupted"  # Ctrl-C in the parent
+ERROR = "error"  # a problem that is not the configuration's fault (bad dataset, a bug)
+
+# Reasons: why a measurement is INFEASIBLE or an ERROR. Stable strings, stored in studies.
+VRAM_CAP = "vram_cap"  # device memory over the cap (CUDA OOM, or emulated allocation)
+WORKER_KILLED = "worker_killed"  # a DataLoader worker died (SIGBUS when /dev/shm is full, OOM)
+TIMEOUT = "timeout"  # the child or a DataLoader worker hung past the wall-clock limit
+KILLED = "killed"  # the child itself was killed by a signal
+HOST_OOM = "host_oom"  # host RAM exhausted
+BAD_SAMPLE = "bad_sample"  # an unreadable image or malformed label (names the file)
+BAD_DATASET = "bad_dataset"  # missing directory, unknown format, empty dataset
+INVALID_CONFIG = "invalid_config"  # e.g. prefetch_factor with num_workers=0
+CRASH = "crash"  # anything else: a bug; the message carries the traceback's last line
+
+
+@dataclass(frozen=True)
+class Window:
+    """One measurement window: a fixed slice of steps of one measured epoch."""
+
+    index: int  # global window id, 0 .. plan.n_windows-1: the Optuna step
+    epoch: int  # measured epoch, 0-based (the warm-up is not counted)
+    images: int  # images consumed in the window
+    seconds: float  # wall time of the window
+    wait_s: float  # time the loop waited for the next batch from the DataLoader
+    compute_s: float  # time spent in the step (device synchronised at window edges)
+    h2d_s: float  # host-to-device copy time
+    start_s: float = 0.0  # epoch start cost inside this window (iterator creation to 1st batch)
+
+    @property
+    def rate(self) -> float:
+        """Images per second in this window."""
+        return self.images / self.seconds if self.seconds > 0 else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Window:
+        known = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+@dataclass
+class MeasureResult:
+    """The outcome of measuring one :class:`LoaderConfig` on one workload."""
+
+    config: LoaderConfig
+    status: str  # OK | INFEASIBLE | PRUNED | INTERRUPTED | ERROR
+    reason: str | None = None  # one of the reason strings above when not OK
+    message: str = ""  # a sentence a user can act on, e.g. "over the VRAM cap at batch 64"
+    device: str = "cpu"  # "cuda:0 (NVIDIA ...)" / "cpu" / "emulated"
+    workload: str = "train"
+    emulated: bool = False  # results of the emulated accelerator are labelled everywhere
+    windows: list[Window] = field(default_factory=list)
+    dataset_images: int = 0  # images in one full epoch of the user's dataset
+    steady_rate: float = 0.0  # images/s between epoch starts
+    start_cost_s: float = 0.0  # seconds each epoch start costs beyond the steady state
+    objective: float = 0.0  # projected images/s of one full epoch (see measure.projection)
+    epoch_time_s: float = 0.0  # projected seconds of one full epoch
+    window_cv: float = 0.0  # coefficient of variation of the window rates
+    wait_fraction: float = 0.0  # share of measured time the loop waited for data
+    overhead_s: float = 0.0  # fixed cost of the trial: process start, imports, model build
+    warmup_s: float = 0.0  # time of the unmeasured warm-up
+    peak_vram_bytes: int | None = None  # allocator peak reserved (or emulated allocation)
+    nvml_peak_bytes: int | None = None  # NVML per-process peak, CUDA context included
+    gpu_util_mean: float | None = None  # % from NVML during the measured epochs
+    cpu_util_mean: float | None = None  # % of one core, summed over the process tree
+    peak_rss_bytes: int | None = None  # trainer + all DataLoader workers
+    shm_peak_bytes: int | None = None  # /dev/shm used, peak during the measurement
+    nvml: str = "absent"  # "ok" or why NVML is not available ("absent: no NVIDIA driver")
+    notes: list[str] = field(default_factory=list)  # e.g. "VRAM cap does not apply on CPU"
+    wall_s: float = 0.0  # total wall time of the measurement, parent's view
+
+    @property
+    def ok(self) -> bool:
+        return self.status == OK
+
+    def to_dict(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data["config"] = self.config.to_dict()
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> MeasureResult:
+        data = dict(data)
+        data["config"] = LoaderConfig.from_dict(data["config"])
+        data["windows"] = [Window.from_dict(w) for w in data.get("windows", [])]
+        known = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})

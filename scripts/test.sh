@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# Set up (with test extras) and run the test suite. Server-backed storage tests run when
+# LOADERSEARCH_TEST_POSTGRES / LOADERSEARCH_TEST_MYSQL hold URLs (.ci/run sets them).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh --test
+.venv/bin/ruff check loadersearch tests scripts
+exec .venv/bin/python -m pytest -q "$@"
