@@ -1,0 +1,1 @@
+"""The YOLOv4-tiny training workload: model, loss, datasets and augmentation."""
