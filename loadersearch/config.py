@@ -9,11 +9,52 @@ they cross a process boundary (parent -> measuring child).
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
 WORKLOADS = ("train", "loader", "emulated")
 DEVICES = ("auto", "cuda", "cpu")
+OPTIMIZERS = ("sgd", "adamw")
+
+_SIZE_UNITS = {
+    "": 1,
+    "b": 1,
+    "k": 1000,
+    "kb": 1000,
+    "kib": 1024,
+    "m": 1000**2,
+    "mb": 1000**2,
+    "mib": 1024**2,
+    "g": 1000**3,
+    "gb": 1000**3,
+    "gib": 1024**3,
+    "t": 1000**4,
+    "tb": 1000**4,
+    "tib": 1024**4,
+}
+
+
+def parse_size(text: str | int | float) -> int:
+    """Bytes from a size such as ``6GiB``, ``6G``, ``6000MiB``, ``512mb`` or ``1234``.
+
+    Binary units (KiB, MiB, GiB, TiB) are powers of 1024; K/M/G/T and KB/MB/GB/TB are powers of
+    1000 (as `df -H` and GPU vendors print them). A bare number is bytes.
+    """
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        value, unit = float(text), ""
+    else:
+        m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([A-Za-z]*)\s*", str(text))
+        if not m or m.group(2).lower() not in _SIZE_UNITS:
+            raise ValueError(
+                f"Cannot read the size {text!r}: write a number and a unit, e.g. 6GiB, 6G or "
+                "6000MiB (KiB/MiB/GiB are powers of 1024, K/M/G powers of 1000)."
+            )
+        value, unit = float(m.group(1)), m.group(2).lower()
+    size = int(round(value * _SIZE_UNITS[unit]))
+    if size <= 0:
+        raise ValueError(f"A size must be positive but got {text!r}.")
+    return size
 
 
 @dataclass(frozen=True)
@@ -41,7 +82,8 @@ class LoaderConfig:
             # PyTorch itself raises here; we reject it the same way, with the fix in the message.
             raise ValueError(
                 f"prefetch_factor={self.prefetch_factor} needs num_workers > 0: with "
-                "num_workers=0 there is no worker to prefetch. Drop prefetch_factor or add workers."
+                "num_workers=0 there is no worker to prefetch. Drop prefetch_factor or add "
+                "workers."
             )
         if self.num_workers == 0 and self.persistent_workers:
             raise ValueError(
@@ -102,12 +144,17 @@ class WorkloadSpec:
     emulated_ms: tuple[float, float] = (20.0, 2.0)
     emulated_mib: tuple[float, float] = (600.0, 150.0)
     seed: int = 0
+    optimizer: str = "sgd"  # train workload: sgd (momentum 0.937, nesterov) | adamw
 
     def __post_init__(self) -> None:
         if self.kind not in WORKLOADS:
-            raise ValueError(f"Unknown workload {self.kind!r}; choose one of {', '.join(WORKLOADS)}.")
+            raise ValueError(
+                f"Unknown workload {self.kind!r}; choose one of {', '.join(WORKLOADS)}."
+            )
         if self.device not in DEVICES:
-            raise ValueError(f"Unknown device {self.device!r}; choose one of {', '.join(DEVICES)}.")
+            raise ValueError(
+                f"Unknown device {self.device!r}; choose one of {', '.join(DEVICES)}."
+            )
         if self.img_size is not None and (self.img_size < 32 or self.img_size % 32):
             raise ValueError(
                 f"img_size must be a positive multiple of 32 (YOLOv4-tiny's stride) "
@@ -115,6 +162,20 @@ class WorkloadSpec:
             )
         if self.vram_cap is not None and self.vram_cap <= 0:
             raise ValueError(f"vram_cap must be positive but got {self.vram_cap}.")
+        if self.optimizer not in OPTIMIZERS:
+            raise ValueError(
+                f"Unknown optimizer {self.optimizer!r}; choose one of {', '.join(OPTIMIZERS)}."
+            )
+        if len(self.emulated_ms) != 2 or len(self.emulated_mib) != 2:
+            raise ValueError(
+                "emulated_ms and emulated_mib take two numbers each (a, b: a + b*batch_size) "
+                f"but got {self.emulated_ms!r} and {self.emulated_mib!r}."
+            )
+        if min(self.emulated_ms) < 0 or min(self.emulated_mib) < 0:
+            raise ValueError(
+                f"emulated_ms {self.emulated_ms!r} and emulated_mib {self.emulated_mib!r} "
+                "cannot be negative."
+            )
         # JSON turns tuples into lists; keep them tuples so specs compare equal after a round trip.
         object.__setattr__(self, "emulated_ms", tuple(float(x) for x in self.emulated_ms))
         object.__setattr__(self, "emulated_mib", tuple(float(x) for x in self.emulated_mib))
@@ -141,6 +202,7 @@ class MeasurePlan:
     windows_per_epoch: int = 2  # each short epoch is cut into this many measurement windows
     warmup_epochs: int = 1  # not measured: cudnn autotune, page cache, allocator growth
     timeout_s: float = 300.0  # wall-clock limit for the whole child, start-up included
+    stall_s: float = 120.0  # no message from the child for this long = a hang (TIMEOUT)
     extra: dict[str, Any] = field(default_factory=dict)  # reserved for workload-specific knobs
 
     def __post_init__(self) -> None:
@@ -155,6 +217,8 @@ class MeasurePlan:
             )
         if self.timeout_s <= 0:
             raise ValueError(f"timeout_s must be positive but got {self.timeout_s}.")
+        if self.stall_s <= 0:
+            raise ValueError(f"stall_s must be positive but got {self.stall_s}.")
 
     @property
     def n_windows(self) -> int:
