@@ -141,6 +141,8 @@ class YoloLoss(nn.Module):
         batch = outputs[0].shape[0]
         nc = self.num_classes
         device = targets.device
+        # A zero-width or -height box makes CIoU's aspect term 0/0 (NaN, even at weight 0).
+        targets = torch.cat((targets[:, :4], targets[:, 4:6].clamp(min=1e-6)), dim=1)
         img_idx = targets[:, 0].long()
         cls_idx = targets[:, 1].long()
         gt_xyxy = _cxcywh_to_xyxy(targets[:, 2:6])
@@ -162,9 +164,10 @@ class YoloLoss(nn.Module):
                     f"head {head} has {channels} channels but {nc} classes need 3*(5+{nc}) = "
                     f"{3 * (5 + nc)}: is the model built for the same num_classes as the loss?"
                 )
-            if gh != gw or img_size % gw:
+            stride = img_size // gw
+            if gh != gw or img_size % gw or stride < 8 or stride & (stride - 1):
                 raise ValueError(
-                    f"head {head} is {gh}x{gw}, which does not divide the square input of "
+                    f"head {head} is {gh}x{gw}, which does not fit a square input of "
                     f"img_size={img_size} px: pass the size of the images fed to the model."
                 )
             pred = out.view(b, 3, 5 + nc, gh, gw).permute(0, 1, 3, 4, 2)  # (B, 3, gh, gw, 5+nc)
