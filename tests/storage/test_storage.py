@@ -1,0 +1,223 @@
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+import traceback
+
+import optuna
+import pytest
+from optuna.trial import TrialState
+
+from loadersearch.errors import StorageError
+from loadersearch.storage import (
+    filesystem_type,
+    open_storage,
+    redact_url,
+    storage_warnings,
+    study_hosts,
+)
+
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+
+def _quadratic(trial: optuna.Trial) -> float:
+    x = trial.suggest_float("x", -10, 10)
+    return x * x
+
+
+def test_open_storage_runs_a_study_with_heartbeats_on_each_backend(storage_url, study_name):
+    storage = open_storage(storage_url, heartbeat_interval=5, grace_period=20)
+    assert storage.get_heartbeat_interval() == 5
+    assert storage.warnings == []
+    study = optuna.create_study(study_name=study_name, storage=storage)
+    study.optimize(_quadratic, n_trials=3)
+    again = optuna.load_study(study_name=study_name, storage=open_storage(storage_url))
+    assert [t.state for t in again.trials] == [TrialState.COMPLETE] * 3
+
+
+def test_redact_url_hides_the_password_and_keeps_the_rest():
+    url = "postgresql+psycopg://alice:pa%40ss@db.example:5432/studies"
+    assert redact_url(url) == "postgresql+psycopg://alice:***@db.example:5432/studies"
+    assert redact_url("sqlite:///studies/x.db") == "sqlite:///studies/x.db"
+    assert redact_url("mysql+pymysql://root@h/db") == "mysql+pymysql://root@h/db"
+    assert "hunter2" not in redact_url("weird://bob:hunter2@host/x")
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgresql+psycopg://user:secret@127.0.0.1:1/db",
+        "mysql+pymysql://user:secret@127.0.0.1:1/db",
+    ],
+    ids=["postgresql", "mysql"],
+)
+def test_an_unreachable_server_fails_fast_without_showing_the_password(url):
+    start = time.monotonic()
+    with pytest.raises(StorageError) as info:
+        open_storage(url)
+    assert time.monotonic() - start < 10
+    message = str(info.value)
+    assert "secret" not in message
+    assert "user:***@127.0.0.1:1/db" in message
+    assert "server is running" in message
+    # Not even a --debug traceback (the cause chain) shows it.
+    assert "secret" not in "".join(traceback.format_exception(info.value))
+
+
+def test_a_sqlite_file_on_a_network_file_system_gets_a_warning_naming_postgresql(tmp_path):
+    mounts = tmp_path / "mounts"
+    mounts.write_text(
+        f"/dev/sda1 / ext4 rw 0 0\nserver:/export {tmp_path}/shared nfs4 rw,relatime 0 0\n"
+    )
+    (tmp_path / "shared").mkdir()
+    on_nfs = f"sqlite:///{tmp_path}/shared/studies.db"
+    assert filesystem_type(str(tmp_path / "shared"), str(mounts)) == "nfs4"
+    [warning] = storage_warnings(on_nfs, mounts=str(mounts))
+    assert "network file system (nfs4)" in warning and "PostgreSQL" in warning
+    assert storage_warnings(f"sqlite:///{tmp_path}/local.db", mounts=str(mounts)) == []
+
+
+def test_a_sqlite_study_with_trials_from_two_hosts_gets_a_warning(tmp_path, study_name):
+    url = f"sqlite:///{tmp_path}/studies.db"
+    study = optuna.create_study(study_name=study_name, storage=open_storage(url, heartbeat=False))
+    for host in ("node-a", "node-b"):
+        trial = study.ask()
+        trial.set_user_attr("host", host)
+        study.tell(trial, 1.0)
+    hosts = study_hosts(study._storage, study._study_id)
+    assert hosts == ["node-a", "node-b"]
+    [warning] = storage_warnings(url, hosts)
+    assert "2 hosts" in warning and "PostgreSQL" in warning
+    assert storage_warnings(url, ["node-a"]) == []
+    assert storage_warnings("postgresql+psycopg://u@h/db", hosts) == []
+
+
+_CHILD = textwrap.dedent(
+    """
+    import sys, time, optuna
+    from loadersearch.storage import open_storage
+    study = optuna.load_study(study_name=sys.argv[2], storage=open_storage(sys.argv[1]))
+    def objective(trial):
+        trial.suggest_int("x", 0, 1000)
+        print("measuring", flush=True)
+        time.sleep(120)
+        return 0.0
+    study.optimize(objective, n_trials=1)
+    """
+)
+
+
+def test_a_killed_workers_trial_is_failed_by_its_heartbeat_and_rerun(storage_url, study_name):
+    env = {**os.environ, "LOADERSEARCH_HEARTBEAT": "1,2"}
+    optuna.create_study(study_name=study_name, storage=open_storage(storage_url))
+    child = subprocess.Popen(
+        [sys.executable, "-c", _CHILD, storage_url, study_name],
+        env=env,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert child.stdout.readline().strip() == "measuring"
+        time.sleep(1.5)  # a heartbeat or two recorded
+    finally:
+        child.kill()  # SIGKILL: no chance to tidy up
+        child.wait()
+    storage = open_storage(storage_url, heartbeat_interval=1, grace_period=2)
+    study = optuna.load_study(study_name=study_name, storage=storage)
+    [dead] = study.trials
+    assert dead.state == TrialState.RUNNING
+    time.sleep(3.5)  # past the grace period
+    seen = []
+    study.optimize(lambda t: seen.append(t.params) or 1.0, n_trials=1)
+    first, rerun = study.trials
+    assert first.state == TrialState.FAIL
+    assert rerun.state == TrialState.COMPLETE
+    assert seen == [first.params] and rerun.params == first.params
+    assert rerun.system_attrs["failed_trial"] == first.number
+
+
+def _run_while(action, study, n_trials):
+    errors = []
+
+    def work():
+        try:
+            study.optimize(lambda t: time.sleep(0.05) or _quadratic(t), n_trials=n_trials)
+        except Exception as e:  # reported by the test
+            errors.append(e)
+
+    thread = threading.Thread(target=work)
+    thread.start()
+    action()
+    thread.join(120)
+    return errors
+
+
+def test_a_database_restart_mid_study_is_retried_and_the_study_completes(
+    postgres_proxy, study_name, caplog
+):
+    proxy, url = postgres_proxy
+    storage = open_storage(url, retry_seconds=30)
+    study = optuna.create_study(study_name=study_name, storage=storage)
+
+    def restart():
+        time.sleep(0.4)
+        proxy.stop()  # every connection dropped, new ones refused
+        time.sleep(2.0)
+        proxy.start()
+
+    errors = _run_while(restart, study, n_trials=30)
+    assert errors == []
+    retried = [r.getMessage() for r in caplog.records if "unreachable" in r.getMessage()]
+    assert retried and all("s3cr3t-pw" not in m for m in retried)
+    states = [t.state for t in study.trials]
+    assert states == [TrialState.COMPLETE] * 30
+    assert sorted(t.number for t in study.trials) == list(range(30))
+
+
+def test_terminated_server_connections_are_replaced_without_losing_a_trial(
+    postgres_url, study_name
+):
+    storage = open_storage(postgres_url, retry_seconds=30)
+    study = optuna.create_study(study_name=study_name, storage=storage)
+    admin = open_storage(postgres_url, heartbeat=False)
+
+    def terminate():
+        import sqlalchemy
+
+        for _ in range(3):
+            time.sleep(0.3)
+            with admin.engine.connect() as conn:
+                conn.execute(
+                    sqlalchemy.text(
+                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                        "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                    )
+                )
+
+    errors = _run_while(terminate, study, n_trials=30)
+    assert errors == []
+    assert [t.state for t in study.trials] == [TrialState.COMPLETE] * 30
+
+
+def test_a_database_that_stays_away_stops_the_run_with_a_clear_redacted_error(
+    postgres_proxy, study_name
+):
+    proxy, url = postgres_proxy
+    storage = open_storage(url, retry_seconds=2)
+    study = optuna.create_study(study_name=study_name, storage=storage)
+    study.optimize(_quadratic, n_trials=2)
+    proxy.stop()
+    start = time.monotonic()
+    with pytest.raises(StorageError) as info:
+        study.optimize(_quadratic, n_trials=1)
+    assert time.monotonic() - start < 15
+    message = str(info.value)
+    assert "s3cr3t-pw" not in message and ":***@" in message
+    assert "lost the connection" in message and "run the same command again" in message
+    assert "s3cr3t-pw" not in "".join(traceback.format_exception(info.value))
+    proxy.start()
+    assert [t.state for t in study.trials][:2] == [TrialState.COMPLETE] * 2
