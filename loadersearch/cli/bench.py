@@ -1,0 +1,374 @@
+"""``loadersearch bench``: measure one DataLoader configuration (no Optuna)."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+from loadersearch.config import (
+    DEVICES,
+    OPTIMIZERS,
+    WORKLOADS,
+    LoaderConfig,
+    MeasurePlan,
+    WorkloadSpec,
+    parse_size,
+)
+from loadersearch.errors import LoaderSearchError
+
+# Exit codes of bench (documented in --help).
+EXIT_OK = 0
+EXIT_ERROR = 1
+EXIT_INFEASIBLE = 3
+
+_PLAN = MeasurePlan()
+_SPEC = WorkloadSpec()
+
+
+class SizeType(click.ParamType):
+    """A size such as 6GiB, 6G or 6000MiB (see :func:`loadersearch.config.parse_size`)."""
+
+    name = "SIZE"
+
+    def convert(self, value, param, ctx):  # noqa: ANN001, ANN201 - click's signature
+        if isinstance(value, int):
+            return value
+        try:
+            return parse_size(value)
+        except ValueError as e:
+            self.fail(str(e), param, ctx)
+
+
+class PairType(click.ParamType):
+    """Two numbers separated by a comma, e.g. ``20,2``."""
+
+    name = "A,B"
+
+    def convert(self, value, param, ctx):  # noqa: ANN001, ANN201
+        if isinstance(value, tuple):
+            return value
+        try:
+            a, b = (float(x) for x in str(value).split(","))
+        except ValueError:
+            self.fail(f"{value!r} is not two numbers separated by a comma, e.g. 20,2", param, ctx)
+        return (a, b)
+
+
+def _fmt_bytes(n: float | None) -> str:
+    if n is None:
+        return "n/a"
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
+        n /= 1024
+    return f"{n} B"  # pragma: no cover
+
+
+@click.command(
+    "bench",
+    epilog="""\b
+Exit codes: 0 measured; 1 error (bad dataset or sample, a crash); 2 invalid options or
+configuration; 3 infeasible (over the VRAM cap, a DataLoader worker killed, a hang cut by
+--timeout, the process killed); 130 Ctrl-C (the measuring processes are killed first).
+With --json the result is printed as JSON in every case, with the same exit codes.""",
+)
+@click.option(
+    "--data",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Dataset directory (YOLO, VOC or COCO layout). Default: the embedded generated dataset.",
+)
+@click.option(
+    "--data-format",
+    type=click.Choice(["yolo", "voc", "coco"]),
+    default=None,
+    help="Dataset layout; detected from the directory when omitted.",
+)
+@click.option(
+    "--workload",
+    type=click.Choice(WORKLOADS),
+    default="train",
+    show_default=True,
+    help="train: YOLOv4-tiny forward+backward+step; loader: the data pipeline alone; "
+    "emulated: a sleeping stand-in accelerator (labelled EMULATED).",
+)
+@click.option("--num-workers", type=click.IntRange(min=0), default=0, show_default=True)
+@click.option("--batch-size", type=click.IntRange(min=1), default=16, show_default=True)
+@click.option("--pin-memory/--no-pin-memory", default=False, show_default=True)
+@click.option(
+    "--prefetch-factor",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Batches each worker loads ahead (PyTorch's default 2 when omitted). Needs workers.",
+)
+@click.option(
+    "--persistent-workers/--no-persistent-workers",
+    default=False,
+    show_default=True,
+    help="Keep workers alive between epochs. Needs workers.",
+)
+@click.option(
+    "--img-size",
+    type=click.IntRange(min=32),
+    default=None,
+    help="Network input in pixels (multiple of 32). Default: 416, or 128 for train on a CPU.",
+)
+@click.option(
+    "--epochs",
+    type=click.IntRange(min=1),
+    default=_PLAN.epochs,
+    show_default=True,
+    help="Measured short epochs (after the warm-up).",
+)
+@click.option(
+    "--steps",
+    type=click.IntRange(min=1),
+    default=_PLAN.steps,
+    show_default=True,
+    help="Batches per short epoch.",
+)
+@click.option(
+    "--windows",
+    type=click.IntRange(min=1),
+    default=_PLAN.windows_per_epoch,
+    show_default=True,
+    help="Measurement windows per epoch.",
+)
+@click.option(
+    "--warmup-epochs",
+    type=click.IntRange(min=0),
+    default=_PLAN.warmup_epochs,
+    show_default=True,
+    help="Unmeasured warm-up epochs.",
+)
+@click.option(
+    "--vram-cap",
+    type=SizeType(),
+    default=None,
+    help="Device memory a configuration may use, e.g. 6GiB, 6G, 6000MiB.",
+)
+@click.option(
+    "--emulated-ms",
+    type=PairType(),
+    default=None,
+    help=f"Emulated step time a + b*batch ms [default: "
+    f"{_SPEC.emulated_ms[0]:g},{_SPEC.emulated_ms[1]:g}].",
+)
+@click.option(
+    "--emulated-mib",
+    type=PairType(),
+    default=None,
+    help=f"Emulated device memory m0 + m1*batch MiB [default: "
+    f"{_SPEC.emulated_mib[0]:g},{_SPEC.emulated_mib[1]:g}].",
+)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=_PLAN.timeout_s,
+    show_default=True,
+    help="Wall-clock limit of the measurement, start-up included.",
+)
+@click.option("--device", type=click.Choice(DEVICES), default="auto", show_default=True)
+@click.option(
+    "--optimizer",
+    type=click.Choice(OPTIMIZERS),
+    default="sgd",
+    show_default=True,
+    help="Optimizer of the train workload.",
+)
+@click.option(
+    "--mosaic/--no-mosaic",
+    default=False,
+    show_default=True,
+    help="4-image mosaic augmentation (p=0.5).",
+)
+@click.option(
+    "--skip-bad-samples", is_flag=True, help="Skip unreadable images instead of failing."
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+def bench(
+    data: str | None,
+    data_format: str | None,
+    workload: str,
+    num_workers: int,
+    batch_size: int,
+    pin_memory: bool,
+    prefetch_factor: int | None,
+    persistent_workers: bool,
+    img_size: int | None,
+    epochs: int,
+    steps: int,
+    windows: int,
+    warmup_epochs: int,
+    vram_cap: int | None,
+    emulated_ms: tuple[float, float] | None,
+    emulated_mib: tuple[float, float] | None,
+    timeout: float,
+    device: str,
+    optimizer: str,
+    mosaic: bool,
+    skip_bad_samples: bool,
+    as_json: bool,
+) -> None:
+    """Measure one DataLoader configuration and print its throughput.
+
+    The measurement runs in a fresh child process: an unmeasured warm-up epoch, then EPOCHS
+    short epochs of STEPS batches, each starting its workers as real training does. The
+    objective is the projected images/s of one full epoch of the dataset:
+    objective = N / (N / steady_rate + start_cost), N = images per full epoch.
+
+    prefetch_factor and persistent_workers need --num-workers > 0: asking for them with 0
+    workers is rejected (exit 2) rather than silently dropped, as PyTorch itself does.
+
+    \b
+    Example:
+      loadersearch bench --workload loader --num-workers 2 --batch-size 32 --pin-memory
+    """
+    try:
+        config = LoaderConfig(
+            num_workers=num_workers,
+            batch_size=batch_size,
+            pin_memory=pin_memory,
+            prefetch_factor=prefetch_factor,
+            persistent_workers=persistent_workers,
+        )
+        spec_kwargs = {}
+        if emulated_ms is not None:
+            spec_kwargs["emulated_ms"] = emulated_ms
+        if emulated_mib is not None:
+            spec_kwargs["emulated_mib"] = emulated_mib
+        spec = WorkloadSpec(
+            kind=workload,
+            data=data,
+            data_format=data_format,
+            img_size=img_size,
+            mosaic=mosaic,
+            skip_bad_samples=skip_bad_samples,
+            device=device,
+            vram_cap=vram_cap,
+            optimizer=optimizer,
+            **spec_kwargs,
+        )
+        plan = MeasurePlan(
+            epochs=epochs,
+            steps=steps,
+            windows_per_epoch=windows,
+            warmup_epochs=warmup_epochs,
+            timeout_s=timeout,
+        )
+    except ValueError as e:
+        raise LoaderSearchError(f"invalid configuration: {e}") from e
+
+    from rich.console import Console
+
+    from loadersearch.measure import measure
+
+    err = Console(stderr=True)
+    if as_json:
+        result = measure(spec, config, plan)
+    else:
+        with err.status(f"measuring {config.label()} ({workload} workload)...") as status:
+
+            def on_window(w) -> bool:  # noqa: ANN001
+                status.update(
+                    f"measuring {config.label()} ({workload}): window {w.index + 1}/"
+                    f"{plan.n_windows}, {w.rate:,.1f} img/s"
+                )
+                return True
+
+            result = measure(spec, config, plan, on_window=on_window)
+
+    if as_json:
+        click.echo(json.dumps(result.to_dict(), indent=2))
+    else:
+        render(result, spec, plan, Console())
+    if not result.ok:
+        if not as_json:
+            err.print(f"[bold red]{result.status.upper()}[/] ({result.reason}): {result.message}")
+        sys.exit(EXIT_INFEASIBLE if result.status == "infeasible" else EXIT_ERROR)
+
+
+def render(result, spec: WorkloadSpec, plan: MeasurePlan, console) -> None:  # noqa: ANN001
+    """A readable summary of a :class:`~loadersearch.measure.result.MeasureResult`."""
+    from rich.table import Table
+
+    r = result
+    title = f"loadersearch bench: {r.workload} workload"
+    if r.emulated:
+        title += " [bold yellow](EMULATED accelerator)[/]"
+    console.print(f"[bold]{title}[/]")
+    info = Table.grid(padding=(0, 2))
+    info.add_column(style="bold")
+    info.add_column()
+    info.add_row("device", r.device)
+    info.add_row("data", f"{spec.data or 'embedded default dataset'}")
+    info.add_row("config", f"{r.config.label()}   {r.config.snippet()}")
+    info.add_row(
+        "plan",
+        f"{plan.warmup_epochs} warm-up + {plan.epochs} epochs x {plan.steps} steps, "
+        f"{plan.windows_per_epoch} windows/epoch",
+    )
+    status = "[green]OK[/]" if r.ok else f"[red]{r.status.upper()}[/] ({r.reason}): {r.message}"
+    info.add_row("status", status)
+    if r.ok:
+        n = r.dataset_images
+        info.add_row("steady rate", f"{r.steady_rate:,.1f} img/s")
+        info.add_row("start cost", f"{r.start_cost_s:.3f} s per epoch (beyond the steady state)")
+        info.add_row(
+            "objective",
+            f"[bold]{r.objective:,.1f} img/s[/] for a full epoch of {n:,} images: "
+            f"{n:,} / ({n:,} / {r.steady_rate:,.1f} + {r.start_cost_s:.3f}) "
+            f"= {n:,} / {r.epoch_time_s:.2f} s",
+        )
+        info.add_row("window CV", f"{100 * r.window_cv:.1f} %")
+        info.add_row("data wait", f"{100 * r.wait_fraction:.0f} % of measured time")
+        cpu = f"{r.cpu_util_mean:.0f} % of one core" if r.cpu_util_mean is not None else "n/a"
+        info.add_row("CPU", f"{cpu} (trainer + workers)")
+    vram = _fmt_bytes(r.peak_vram_bytes)
+    if r.emulated:
+        vram += " (emulated)"
+    cap = _fmt_bytes(spec.vram_cap) if spec.vram_cap else "none"
+    info.add_row(
+        "memory",
+        f"peak RSS {_fmt_bytes(r.peak_rss_bytes)} (trainer + workers, summed), "
+        f"/dev/shm +{_fmt_bytes(r.shm_peak_bytes)}, VRAM peak {vram}, cap {cap}",
+    )
+    gpu = f"{r.gpu_util_mean:.0f} %" if r.gpu_util_mean is not None else "n/a"
+    info.add_row("NVML", f"{r.nvml}; GPU util {gpu}; process {_fmt_bytes(r.nvml_peak_bytes)}")
+    info.add_row(
+        "time",
+        f"overhead {r.overhead_s:.1f} s (process start, imports, dataset, model: not in the "
+        f"throughput), warm-up {r.warmup_s:.1f} s, wall {r.wall_s:.1f} s",
+    )
+    for note in r.notes:
+        info.add_row("note", note)
+    console.print(info)
+    if r.windows:
+        t = Table(title="windows", title_justify="left")
+        for col in (
+            "window",
+            "epoch",
+            "images",
+            "seconds",
+            "img/s",
+            "wait",
+            "compute",
+            "h2d",
+            "start",
+        ):
+            t.add_column(col, justify="right")
+        for w in r.windows:
+            t.add_row(
+                str(w.index),
+                str(w.epoch),
+                str(w.images),
+                f"{w.seconds:.3f}",
+                f"{w.rate:,.1f}",
+                f"{w.wait_s:.3f}",
+                f"{w.compute_s:.3f}",
+                f"{w.h2d_s:.4f}",
+                f"{w.start_s:.3f}" if w.start_s else "",
+            )
+        console.print(t)

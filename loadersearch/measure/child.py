@@ -1,0 +1,166 @@
+"""The measuring child: ``python -m loadersearch.measure.child --fd N --spec JSON``.
+
+Started by :func:`loadersearch.measure.runner.measure` in its own process group. It builds the
+workload, runs the timed loop and writes JSON lines on file descriptor ``N`` (a pipe of its
+own, not stdout, which torch or user code may print to):
+
+* ``{"type": "ready", ...}`` once the workload is built (imports, dataset, model: the fixed
+  overhead ends here);
+* ``{"type": "warmup", "epoch": i, "seconds": s}`` after each unmeasured warm-up epoch;
+* ``{"type": "window", ...}`` one per measurement window (:class:`~..result.Window` fields);
+* then ``{"type": "result", ...}`` or ``{"type": "error", "status", "reason", "message"}``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import os
+import signal
+import sys
+import traceback
+from typing import Any, TextIO
+
+from loadersearch.config import LoaderConfig, MeasurePlan, WorkloadSpec
+
+
+def _die_with_parent() -> None:
+    """Ask Linux to SIGKILL this process if the parent dies (DataLoader workers then notice their
+    parent is gone and exit): no orphaned measurement even if the parent is SIGKILLed."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def _send(out: TextIO, kind: str, **data: Any) -> None:
+    out.write(json.dumps({"type": kind, **data}) + "\n")
+    out.flush()
+
+
+def run(out: TextIO, spec_json: str) -> int:
+    """Measure the configuration in ``spec_json``, reporting on ``out``; returns an exit code."""
+    from loadersearch.measure.failures import classify_exception
+
+    config: LoaderConfig | None = None
+    wspec: WorkloadSpec | None = None
+    try:
+        data = json.loads(spec_json)
+        wspec = WorkloadSpec.from_dict(data["workload"])
+        config = LoaderConfig.from_dict(data["config"])
+        plan = MeasurePlan.from_dict(data["plan"])
+        _measure(out, wspec, config, plan)
+        return 0
+    except BrokenPipeError:  # the parent is gone: nobody to report to
+        return 1
+    except BaseException as e:  # every failure becomes a classified message
+        status, reason, message = classify_exception(
+            e, config.batch_size if config else None, wspec.vram_cap if wspec else None
+        )
+        _send(
+            out,
+            "error",
+            status=status,
+            reason=reason,
+            message=message,
+            traceback="".join(traceback.format_exception(e))[-4000:],
+        )
+        return 0
+
+
+def _measure(out: TextIO, wspec: WorkloadSpec, config: LoaderConfig, plan: MeasurePlan) -> None:
+    from loadersearch.measure.loop import run_loop
+    from loadersearch.measure.probes import Probes
+    from loadersearch.measure.projection import full_epoch_images, project, window_cv
+    from loadersearch.workload import create_workload
+
+    workload = create_workload(wspec)
+    import torch
+
+    cuda_index = torch.cuda.current_device() if workload.cuda else None
+    probes = Probes(cuda_index).start()
+    notes = list(workload.notes)
+    if config.pin_memory and not workload.cuda:
+        notes.append("pin_memory has no effect without a CUDA device (batches stay on the host)")
+    dataset_len = len(workload.dataset)
+    full = full_epoch_images(dataset_len, config.batch_size)
+    if full == 0:
+        notes.append(
+            f"the dataset ({dataset_len} images) is smaller than one batch "
+            f"({config.batch_size}): projected as one batch per epoch"
+        )
+        full = config.batch_size
+    _send(
+        out,
+        "ready",
+        device=workload.device_label,
+        img_size=workload.img_size,
+        dataset_len=dataset_len,
+        dataset_images=full,
+        emulated=workload.emulated,
+        notes=notes,
+        pid=os.getpid(),
+    )
+    windows = []
+
+    def on_window(w: Any) -> None:
+        windows.append(w)
+        _send(out, "window", **w.to_dict())
+
+    def on_warmup(epoch: int, seconds: float) -> None:
+        _send(out, "warmup", epoch=epoch, seconds=seconds)
+
+    def on_measuring(measuring: bool) -> None:
+        if measuring:
+            probes.begin_measured()
+        else:
+            probes.end_measured()
+
+    try:
+        record = run_loop(
+            workload,
+            config,
+            plan,
+            seed=wspec.seed,
+            on_window=on_window,
+            on_warmup=on_warmup,
+            on_measuring=on_measuring,
+        )
+    finally:
+        probes.stop()
+    proj = project(record.epochs, config.batch_size, config.num_workers, full)
+    seconds = sum(w.seconds for w in windows)
+    _send(
+        out,
+        "result",
+        steady_rate=proj.steady_rate,
+        start_cost_s=proj.start_cost_s,
+        epoch_time_s=proj.epoch_time_s,
+        objective=proj.objective,
+        window_cv=window_cv([w.rate for w in windows], plan.windows_per_epoch),
+        wait_fraction=sum(w.wait_s for w in windows) / seconds if seconds > 0 else 0.0,
+        warmup_s=record.warmup_s,
+        peak_vram_bytes=workload.peak_vram(),
+        **probes.summary(),
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m loadersearch.measure.child")
+    parser.add_argument("--fd", type=int, required=True, help="pipe to write JSON lines to")
+    parser.add_argument("--spec", required=True, help="JSON: workload, config, plan")
+    args = parser.parse_args(argv)
+    _die_with_parent()
+    out = os.fdopen(args.fd, "w", encoding="utf-8")
+    code = run(out, args.spec)
+    try:
+        out.close()
+    except OSError:
+        pass
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,102 @@
+"""Classify why a measurement failed: (status, reason, message), never a crash of the parent.
+
+The child classifies the exceptions it catches (:func:`classify_exception`); the parent
+classifies what only it can see: a child that died without a word (:func:`classify_exit`).
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+
+from loadersearch.errors import BadSampleError, DatasetError
+from loadersearch.measure.result import (
+    BAD_DATASET,
+    BAD_SAMPLE,
+    CRASH,
+    ERROR,
+    HOST_OOM,
+    INFEASIBLE,
+    INVALID_CONFIG,
+    KILLED,
+    VRAM_CAP,
+    WORKER_KILLED,
+)
+
+_WORKER_DIED = re.compile(r"DataLoader worker \(pid.*")
+# A worker's exception reaches the loop as "Caught X in DataLoader worker process N. Original
+# Traceback ... module.X: message"; the last "X: message" line is the original one.
+_WORKER_EXC = re.compile(r"^(?:[\w.]+\.)?(\w+): (.*)$", re.MULTILINE)
+
+
+def _last_line(text: str) -> str:
+    lines = [ln.strip() for ln in str(text).strip().splitlines() if ln.strip()]
+    return lines[-1] if lines else ""
+
+
+def _original(e: BaseException, name: str) -> str | None:
+    """The message of the original ``name`` exception raised in a DataLoader worker, if any."""
+    text = str(e)
+    if f"Caught {name}" not in text:
+        return None
+    found = [m.group(2) for m in _WORKER_EXC.finditer(text) if m.group(1) == name]
+    return found[-1] if found else _last_line(text)
+
+
+def classify_exception(
+    e: BaseException, batch_size: int | None = None, cap_bytes: int | None = None
+) -> tuple[str, str, str]:
+    """(status, reason, message) for an exception raised in the measuring child."""
+    from loadersearch.measure.emulated import VramCapExceeded
+
+    if isinstance(e, VramCapExceeded):
+        return INFEASIBLE, VRAM_CAP, str(e)
+    if type(e).__name__ == "OutOfMemoryError" or "CUDA out of memory" in str(e):
+        return INFEASIBLE, VRAM_CAP, str(VramCapExceeded(batch_size or 0, None, cap_bytes))
+    if isinstance(e, BadSampleError):
+        return ERROR, BAD_SAMPLE, f"bad sample {e.path}: {e.reason}"
+    sample = _original(e, "BadSampleError")
+    if sample is not None:
+        return ERROR, BAD_SAMPLE, f"bad sample {sample}"
+    if isinstance(e, DatasetError):
+        return ERROR, BAD_DATASET, _original(e, "DatasetError") or str(e)
+    if isinstance(e, MemoryError) or _original(e, "MemoryError") is not None:
+        return INFEASIBLE, HOST_OOM, "host memory exhausted (MemoryError)"
+    text = str(e)
+    m = _WORKER_DIED.search(text)
+    if isinstance(e, RuntimeError) and m and "Caught " not in text:
+        msg = m.group(0).rstrip(". ")
+        if "Bus error" in msg:
+            msg += " (shared memory full: enlarge /dev/shm or use fewer workers/smaller batches)"
+        elif "Killed" in msg or "exited unexpectedly" in msg:
+            msg += " (killed from outside, e.g. by the OOM killer: see dmesg)"
+        return INFEASIBLE, WORKER_KILLED, msg
+    if isinstance(e, ValueError) and "num_workers" in text:
+        return ERROR, INVALID_CONFIG, text
+    where = type(e).__name__
+    return ERROR, CRASH, f"{where}: {_last_line(text) or '(no message)'}"
+
+
+def classify_exit(returncode: int, stderr_tail: str) -> tuple[str, str, str]:
+    """(status, reason, message) for a child that exited without sending a result."""
+    if returncode < 0:
+        sig = -returncode
+        try:
+            name = signal.Signals(sig).name
+        except ValueError:
+            name = f"signal {sig}"
+        if sig == signal.SIGKILL:
+            return (
+                INFEASIBLE,
+                KILLED,
+                "the measuring process was killed by SIGKILL with no message: probably the "
+                "kernel's OOM killer (host RAM exhausted; see dmesg)",
+            )
+        return ERROR, KILLED, f"the measuring process was killed by {name}"
+    tail = _last_line(stderr_tail)
+    return (
+        ERROR,
+        CRASH,
+        f"the measuring process exited with code {returncode} without a result"
+        + (f": {tail}" if tail else ""),
+    )

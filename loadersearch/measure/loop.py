@@ -1,0 +1,224 @@
+"""The timed loop: warm-up, then short epochs cut into windows, as real training runs them.
+
+Each epoch creates its iterator (``iter(loader)``) as a training loop's ``for batch in loader``
+does, so worker start-up without ``persistent_workers`` is measured. The sampler draws
+``steps * batch_size`` indices per epoch (without replacement, several permutations if the
+dataset is small) with ``drop_last=True``, so every epoch has exactly ``steps`` batches on any
+dataset, and a fixed seed, so that every trial sees the same images in the same order.
+
+Per step the loop only takes two clock readings and records CUDA events: the device is
+synchronised at window edges only, and one message is written per window, nothing per step.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from loadersearch.config import LoaderConfig, MeasurePlan
+from loadersearch.measure.result import Window
+
+
+def window_edges(steps: int, windows_per_epoch: int) -> list[int]:
+    """Step counts at which each window of an epoch ends (the same slices in every trial)."""
+    return [(w + 1) * steps // windows_per_epoch for w in range(windows_per_epoch)]
+
+
+@dataclass
+class LoopRecord:
+    """What the loop measured, for the projection."""
+
+    epochs: list[dict[str, Any]] = field(default_factory=list)  # seconds, arrivals per epoch
+    windows: list[Window] = field(default_factory=list)
+    warmup_s: float = 0.0
+
+
+def make_loader(workload: Any, config: LoaderConfig, plan: MeasurePlan, seed: int) -> Any:
+    import torch
+    from torch.utils.data import DataLoader, RandomSampler
+
+    generator = torch.Generator()
+    generator.manual_seed(seed)
+    sampler = RandomSampler(
+        workload.dataset,
+        replacement=False,
+        num_samples=plan.steps * config.batch_size,
+        generator=generator,
+    )
+    return DataLoader(
+        workload.dataset,
+        sampler=sampler,
+        drop_last=True,
+        collate_fn=workload.collate_fn,
+        worker_init_fn=workload.worker_init_fn if config.num_workers > 0 else None,
+        **config.dataloader_kwargs(),
+    )
+
+
+class _Clock:
+    """Device synchronisation and host->device copy timing (CUDA events, read at edges)."""
+
+    def __init__(self, device: Any, cuda: bool) -> None:
+        import torch
+
+        self.torch = torch
+        self.device = device
+        self.cuda = cuda
+        self.events: list[tuple[Any, Any]] = []
+        self.host_h2d = 0.0
+
+    def sync(self) -> None:
+        if self.cuda:
+            self.torch.cuda.synchronize(self.device)
+
+    def to_device(self, batch: Any, non_blocking: bool) -> tuple[Any, Any]:
+        images, targets = batch
+        if self.cuda:
+            start = self.torch.cuda.Event(enable_timing=True)
+            end = self.torch.cuda.Event(enable_timing=True)
+            start.record()
+            images = images.to(self.device, non_blocking=non_blocking)
+            targets = targets.to(self.device, non_blocking=non_blocking)
+            end.record()
+            self.events.append((start, end))
+            return images, targets
+        t = time.perf_counter()
+        images = images.to(self.device)
+        targets = targets.to(self.device)
+        self.host_h2d += time.perf_counter() - t
+        return images, targets
+
+    def take_h2d(self) -> float:
+        """Copy seconds since the last call; call after :meth:`sync`."""
+        seconds = self.host_h2d + sum(s.elapsed_time(e) for s, e in self.events) / 1000.0
+        self.events.clear()
+        self.host_h2d = 0.0
+        return seconds
+
+
+def run_loop(
+    workload: Any,
+    config: LoaderConfig,
+    plan: MeasurePlan,
+    *,
+    seed: int = 0,
+    on_window: Callable[[Window], None],
+    on_warmup: Callable[[int, float], None],
+    on_measuring: Callable[[bool], None] = lambda measuring: None,
+) -> LoopRecord:
+    """Run the warm-up and the measured epochs; ``on_window`` gets each window as it ends."""
+    loader = make_loader(workload, config, plan, seed)
+    clock = _Clock(workload.device, workload.cuda)
+    non_blocking = bool(config.pin_memory and workload.cuda)
+    edges = window_edges(plan.steps, plan.windows_per_epoch)
+    step_fn = workload.step
+    record = LoopRecord()
+    index = 0
+    warm_t0 = time.perf_counter()
+    for epoch in range(plan.warmup_epochs + plan.epochs):
+        measured = epoch >= plan.warmup_epochs
+        if measured and epoch == plan.warmup_epochs:
+            record.warmup_s = time.perf_counter() - warm_t0
+            on_measuring(True)
+        clock.sync()
+        clock.take_h2d()
+        t_iter = time.perf_counter()
+        it = iter(loader)
+        arrivals: list[float] = []
+        win = 0
+        win_t0 = t_iter
+        wait = 0.0
+        start_s = 0.0
+        step = 0
+        t_ask = t_iter
+        while True:
+            try:
+                batch = next(it)
+            except StopIteration:
+                break
+            t_got = time.perf_counter()
+            wait += t_got - t_ask
+            arrivals.append(t_got - t_iter)
+            if step == 0:
+                start_s = t_got - t_iter
+            images, targets = clock.to_device(batch, non_blocking)
+            step_fn(images, targets)
+            del batch, images, targets
+            step += 1
+            if step == edges[win] and win < len(edges) - 1:
+                if measured:
+                    clock.sync()
+                    t = time.perf_counter()
+                    on_window(
+                        _window(
+                            index,
+                            epoch - plan.warmup_epochs,
+                            edges,
+                            win,
+                            t - win_t0,
+                            wait,
+                            clock.take_h2d(),
+                            start_s,
+                            config.batch_size,
+                        )
+                    )
+                    index += 1
+                    win_t0 = t
+                wait = start_s = 0.0
+                win += 1
+            t_ask = time.perf_counter()
+        t_end = time.perf_counter()
+        wait += t_end - t_ask  # StopIteration: non-persistent workers shut down here
+        clock.sync()
+        t_end = time.perf_counter()
+        del it
+        if step != plan.steps:
+            raise RuntimeError(
+                f"the loader gave {step} batches in an epoch instead of {plan.steps}"
+            )
+        if measured:
+            on_window(
+                _window(
+                    index,
+                    epoch - plan.warmup_epochs,
+                    edges,
+                    win,
+                    t_end - win_t0,
+                    wait,
+                    clock.take_h2d(),
+                    start_s,
+                    config.batch_size,
+                )
+            )
+            index += 1
+            record.epochs.append({"seconds": t_end - t_iter, "arrivals": arrivals})
+        else:
+            on_warmup(epoch, t_end - t_iter)
+    on_measuring(False)
+    return record
+
+
+def _window(
+    index: int,
+    epoch: int,
+    edges: list[int],
+    win: int,
+    seconds: float,
+    wait: float,
+    h2d: float,
+    start_s: float,
+    batch_size: int,
+) -> Window:
+    steps_in_window = edges[win] - (edges[win - 1] if win else 0)
+    return Window(
+        index=index,
+        epoch=epoch,
+        images=steps_in_window * batch_size,
+        seconds=seconds,
+        wait_s=wait,
+        compute_s=max(0.0, seconds - wait - h2d),
+        h2d_s=h2d,
+        start_s=start_s,
+    )

@@ -1,0 +1,196 @@
+"""Probes of the measuring child: host memory, /dev/shm, CPU and (through NVML) the GPU.
+
+A background thread samples every ``interval`` seconds: the RSS summed over the child and all
+its DataLoader workers (copy-on-read growth shows here; shared pages count once per process, so
+this is an upper bound), /dev/shm use, and with NVML the GPU utilisation and this process's
+device memory (the CUDA context included). The CPU utilisation of the process tree during the
+measured epochs is exact rather than sampled: CPU time of the child, of its reaped workers
+(``RUSAGE_CHILDREN``) and of its live workers, at the start and the end of the measured epochs.
+
+Without an NVIDIA driver, NVML is reported as absent ("absent: no NVIDIA driver"), not an error.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import resource
+import threading
+import time
+from typing import Any
+
+import psutil
+
+logger = logging.getLogger(__name__)
+
+
+def shm_used_bytes() -> int | None:
+    try:
+        st = os.statvfs("/dev/shm")
+    except OSError:
+        return None
+    return (st.f_blocks - st.f_bfree) * st.f_frsize
+
+
+def _tree(proc: psutil.Process) -> list[psutil.Process]:
+    try:
+        return [proc, *proc.children(recursive=True)]
+    except psutil.Error:
+        return [proc]
+
+
+def tree_rss_bytes(proc: psutil.Process) -> int:
+    """RSS of ``proc`` and all its descendants, summed."""
+    total = 0
+    for p in _tree(proc):
+        try:
+            total += p.memory_info().rss
+        except psutil.Error:
+            pass
+    return total
+
+
+def tree_cpu_seconds(proc: psutil.Process) -> float:
+    """CPU seconds of this process, its reaped children and its live descendants.
+
+    Only valid for ``proc`` = this process (``getrusage`` is about the caller).
+    """
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    reaped = resource.getrusage(resource.RUSAGE_CHILDREN)
+    total = own.ru_utime + own.ru_stime + reaped.ru_utime + reaped.ru_stime
+    for p in _tree(proc)[1:]:
+        try:
+            t = p.cpu_times()
+            total += t.user + t.system
+        except psutil.Error:
+            pass
+    return total
+
+
+class _Nvml:
+    """NVML handle for the device this process uses; ``status`` says why when absent."""
+
+    def __init__(self, cuda_index: int | None) -> None:
+        self.handle = None
+        self.status = "absent: no CUDA device in use"
+        try:
+            import pynvml
+        except ImportError:
+            self.status = "absent: nvidia-ml-py is not installed"
+            return
+        self.pynvml = pynvml
+        try:
+            pynvml.nvmlInit()
+        except pynvml.NVMLError_LibraryNotFound:
+            self.status = "absent: no NVIDIA driver"
+            return
+        except pynvml.NVMLError as e:
+            self.status = f"absent: {e}"
+            return
+        if cuda_index is None:
+            self.status = "ok (no CUDA device in use)"
+            return
+        try:
+            self.handle = self._handle(cuda_index)
+            self.status = "ok"
+        except pynvml.NVMLError as e:
+            self.status = f"absent: cannot find the CUDA device in NVML ({e})"
+
+    def _handle(self, cuda_index: int) -> Any:
+        pynvml = self.pynvml
+        try:
+            import torch
+
+            p = torch.cuda.get_device_properties(cuda_index)
+            bus = f"{p.pci_domain_id:08x}:{p.pci_bus_id:02x}:{p.pci_device_id:02x}.0"
+            return pynvml.nvmlDeviceGetHandleByPciBusId(bus)
+        except (
+            AttributeError,
+            pynvml.NVMLError,
+        ):  # older torch, or a bus id NVML spells otherwise
+            return pynvml.nvmlDeviceGetHandleByIndex(cuda_index)
+
+    def sample(self, pid: int) -> tuple[float | None, int | None]:
+        """(GPU utilisation %, this process's device memory in bytes)."""
+        if self.handle is None:
+            return None, None
+        pynvml = self.pynvml
+        util = used = None
+        try:
+            util = float(pynvml.nvmlDeviceGetUtilizationRates(self.handle).gpu)
+        except pynvml.NVMLError:
+            pass
+        try:
+            for proc in pynvml.nvmlDeviceGetComputeRunningProcesses(self.handle):
+                if proc.pid == pid and proc.usedGpuMemory is not None:
+                    used = int(proc.usedGpuMemory)
+        except pynvml.NVMLError:
+            pass
+        return util, used
+
+
+class Probes:
+    """Samples memory, /dev/shm and NVML in a background thread; CPU time at the edges."""
+
+    def __init__(self, cuda_index: int | None = None, interval: float = 0.25) -> None:
+        self.interval = interval
+        self.proc = psutil.Process()
+        self.nvml = _Nvml(cuda_index)
+        self.shm_base = shm_used_bytes()
+        self.peak_rss = 0
+        self.shm_peak: int | None = None
+        self.nvml_peak: int | None = None
+        self.gpu_util: list[float] = []
+        self.measuring = False
+        self._cpu0 = self._t0 = 0.0
+        self.cpu_util: float | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="loadersearch-probes", daemon=True)
+
+    def start(self) -> Probes:
+        self._thread.start()
+        return self
+
+    def begin_measured(self) -> None:
+        self._cpu0, self._t0 = tree_cpu_seconds(self.proc), time.perf_counter()
+        self.measuring = True
+
+    def end_measured(self) -> None:
+        self.measuring = False
+        wall = time.perf_counter() - self._t0
+        if wall > 0:
+            self.cpu_util = 100.0 * (tree_cpu_seconds(self.proc) - self._cpu0) / wall
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=2.0)
+        self._sample()
+
+    def _sample(self) -> None:
+        self.peak_rss = max(self.peak_rss, tree_rss_bytes(self.proc))
+        shm = shm_used_bytes()
+        if shm is not None and self.shm_base is not None:
+            self.shm_peak = max(self.shm_peak or 0, shm - self.shm_base, 0)
+        util, used = self.nvml.sample(self.proc.pid)
+        if used is not None:
+            self.nvml_peak = max(self.nvml_peak or 0, used)
+        if util is not None and self.measuring:
+            self.gpu_util.append(util)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            try:
+                self._sample()
+            except Exception:  # a probe must never end the measurement
+                logger.debug("probe sample failed", exc_info=True)
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "peak_rss_bytes": self.peak_rss or None,
+            "shm_peak_bytes": self.shm_peak,
+            "nvml_peak_bytes": self.nvml_peak,
+            "gpu_util_mean": sum(self.gpu_util) / len(self.gpu_util) if self.gpu_util else None,
+            "cpu_util_mean": self.cpu_util,
+            "nvml": self.nvml.status,
+        }

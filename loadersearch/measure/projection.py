@@ -1,0 +1,111 @@
+"""From a few short measured epochs to the throughput of one full epoch of the user's dataset.
+
+A short measured epoch of ``S`` steps of ``B`` images takes ``T`` seconds from the creation of
+its iterator (``iter(loader)``, which starts the DataLoader workers unless they persist) to the
+end of its last step (``StopIteration``, which shuts non-persistent workers down). Two parts are
+measured separately:
+
+* the **steady rate** ``r`` (images/s): the slope of the batch arrival times once the pipeline
+  is full. With ``w`` workers, batches come in groups of ``w`` (batch ``k`` is made by worker
+  ``k % w``; a loader-bound epoch delivers ``w`` batches at about the same time, then nothing),
+  so the slope is taken over a whole number of groups, after the first group when the epoch is
+  long enough: ``r = B * sum_e n / sum_e (a_e[S-1] - a_e[S-1-n])`` over the measured epochs
+  ``e``, where ``a_e[k]`` is when batch ``k`` reached the training loop and ``n`` is the largest
+  multiple of ``max(w, 1)`` not above ``S - 1 - min(w, S // 2)`` (or, failing that,
+  ``S - 1``). An epoch too short for one group gives ``r = S * B / T`` and no start cost;
+* the **start cost** ``c`` (seconds per epoch): what an epoch costs beyond the steady state,
+  ``c = mean_e(T_e) - S * B / r`` (worker start-up, the first batch's latency, the prefetch
+  ramp, the worker shut-down at the end), never below 0.
+
+With ``N = floor(len(dataset) / B) * B`` images in one full epoch (``drop_last=True``)::
+
+    epoch_time = N / r + c
+    objective  = N / epoch_time        (images/s of one full epoch)
+
+So the objective is never above the steady rate, and the start cost matters less the larger the
+dataset: a configuration without ``persistent_workers`` pays ``c`` once per epoch, not once per
+short measuring epoch.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Projection:
+    """The steady rate, the start cost and the full-epoch figures derived from them."""
+
+    steady_rate: float  # images/s once the pipeline is full
+    start_cost_s: float  # seconds each epoch costs beyond the steady state
+    epoch_time_s: float  # projected seconds of one full epoch of the user's dataset
+    objective: float  # projected images/s of one full epoch
+
+
+def full_epoch_images(dataset_len: int, batch_size: int) -> int:
+    """Images in one full epoch with ``drop_last=True``: ``floor(len / batch) * batch``."""
+    return (dataset_len // batch_size) * batch_size
+
+
+def steady_span(steps: int, num_workers: int) -> int:
+    """``n``, the number of arrival intervals the steady rate is measured over (module doc);
+    0 when an epoch is too short to measure one."""
+    group = max(1, num_workers)
+    for skip in (min(num_workers, steps // 2), 0):
+        n = (steps - 1 - skip) // group * group
+        if n > 0:
+            return n
+    return 0
+
+
+def project(
+    epochs: Sequence[dict[str, Any]], batch_size: int, num_workers: int, full_images: int
+) -> Projection:
+    """Project a full epoch from measured short epochs.
+
+    ``epochs``: one dict per measured epoch with ``seconds`` (iterator creation to the end of
+    the epoch) and ``arrivals`` (seconds from iterator creation to each batch's arrival).
+    """
+    if not epochs:
+        raise ValueError("project() needs at least one measured epoch.")
+    steps = len(epochs[0]["arrivals"])
+    n = steady_span(steps, num_workers)
+    span = sum(e["arrivals"][-1] - e["arrivals"][-1 - n] for e in epochs) if n else 0.0
+    mean_epoch = sum(e["seconds"] for e in epochs) / len(epochs)
+    if n and span > 0:
+        rate = batch_size * n * len(epochs) / span
+    else:  # too short to separate a steady part: the whole epoch is all we have
+        rate = steps * batch_size / mean_epoch if mean_epoch > 0 else 0.0
+    start_cost = max(0.0, mean_epoch - steps * batch_size / rate) if rate > 0 else 0.0
+    images = full_images if full_images > 0 else steps * batch_size
+    epoch_time = images / rate + start_cost if rate > 0 else math.inf
+    objective = images / epoch_time if rate > 0 else 0.0
+    return Projection(rate, start_cost, epoch_time, objective)
+
+
+def coefficient_of_variation(values: Sequence[float]) -> float:
+    """Sample standard deviation over mean (0 for fewer than two values or a zero mean)."""
+    if len(values) < 2:
+        return 0.0
+    mean = sum(values) / len(values)
+    if mean <= 0:
+        return 0.0
+    var = sum((v - mean) ** 2 for v in values) / (len(values) - 1)
+    return math.sqrt(var) / mean
+
+
+def window_cv(rates: Sequence[float], windows_per_epoch: int) -> float:
+    """Spread of the window rates: the CV across epochs of the windows at the same position,
+    averaged over positions, so that the planned slowdown of each epoch's first window is not
+    counted as noise. With a single epoch, the CV of all windows."""
+    n_epochs = len(rates) // windows_per_epoch if windows_per_epoch else 0
+    if n_epochs < 2:
+        return coefficient_of_variation(rates)
+    per_position = [
+        coefficient_of_variation(rates[p : n_epochs * windows_per_epoch : windows_per_epoch])
+        for p in range(windows_per_epoch)
+    ]
+    return sum(per_position) / len(per_position)

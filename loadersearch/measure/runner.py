@@ -1,0 +1,263 @@
+"""Measure one DataLoader configuration in a fresh child process: :func:`measure`.
+
+The child (:mod:`loadersearch.measure.child`) leads its own process group, so that its
+DataLoader workers can be killed with it, and reports on a pipe of its own. The parent enforces
+the wall-clock limit and the stall limit, calls ``on_window`` for each window, and after any
+ending (result, error, timeout, prune, Ctrl-C, an exception in ``on_window``) SIGKILLs the
+child's whole process group and reaps it: no process of the measurement is left.
+
+To reap the workers that outlive a killed child, this process makes itself a *child
+subreaper* (Linux ``PR_SET_CHILD_SUBREAPER``) on first use: orphaned workers are re-parented
+here instead of to PID 1 (which, in some containers, never reaps them).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import dataclasses
+import json
+import logging
+import os
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+
+from loadersearch.config import LoaderConfig, MeasurePlan, WorkloadSpec
+from loadersearch.measure.failures import classify_exit
+from loadersearch.measure.result import (
+    ERROR,
+    INFEASIBLE,
+    OK,
+    PRUNED,
+    TIMEOUT,
+    MeasureResult,
+    Window,
+)
+
+logger = logging.getLogger(__name__)
+
+EXIT_GRACE_S = 3.0  # after its last message, the child may take this long to exit by itself
+REAP_TIMEOUT_S = 5.0
+_RESULT_FIELDS = (
+    "steady_rate",
+    "start_cost_s",
+    "epoch_time_s",
+    "objective",
+    "window_cv",
+    "wait_fraction",
+    "warmup_s",
+    "peak_vram_bytes",
+    "nvml_peak_bytes",
+    "gpu_util_mean",
+    "cpu_util_mean",
+    "peak_rss_bytes",
+    "shm_peak_bytes",
+    "nvml",
+)
+
+_subreaper = False
+
+
+def _become_subreaper() -> None:
+    global _subreaper
+    if _subreaper or not sys.platform.startswith("linux"):
+        return
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(36, 1, 0, 0, 0) == 0:  # PR_SET_CHILD_SUBREAPER
+            _subreaper = True
+    except (OSError, AttributeError):
+        logger.debug("cannot become a child subreaper", exc_info=True)
+
+
+def measure(
+    workload: WorkloadSpec,
+    config: LoaderConfig,
+    plan: MeasurePlan,
+    *,
+    on_window: Callable[[Window], bool] | None = None,
+) -> MeasureResult:
+    """Measure ``config`` on ``workload`` for ``plan`` in a fresh child process.
+
+    ``on_window(window)`` is called for every window as it arrives; returning False stops the
+    measurement at once (status PRUNED, the windows so far kept). Failures of the configuration
+    or the data come back as a status and a reason (see :mod:`loadersearch.measure.result`),
+    never as an exception. A ``KeyboardInterrupt`` (Ctrl-C) in the caller propagates after the
+    child's process group has been killed and reaped, so that a search stops on Ctrl-C; the
+    same holds for an exception raised by ``on_window``.
+    """
+    _become_subreaper()
+    if workload.data is None:  # generate the default dataset here, not inside the timed child
+        from loadersearch.workload.synthetic import default_dataset
+
+        workload = dataclasses.replace(workload, data=default_dataset())
+    result = MeasureResult(
+        config=config,
+        status=ERROR,
+        workload=workload.kind,
+        emulated=workload.emulated,
+        device="emulated" if workload.emulated else "unknown",
+    )
+    spec = json.dumps(
+        {"workload": workload.to_dict(), "config": config.to_dict(), "plan": plan.to_dict()}
+    )
+    read_fd, write_fd = os.pipe()
+    log = tempfile.TemporaryFile()
+    t0 = time.monotonic()
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "loadersearch.measure.child", "--fd", str(write_fd)]
+            + ["--spec", spec],
+            pass_fds=(write_fd,),
+            start_new_session=True,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    except BaseException:
+        os.close(read_fd)
+        os.close(write_fd)
+        log.close()
+        raise
+    os.close(write_fd)
+    try:
+        _follow(proc, read_fd, log, plan, result, t0, on_window)
+    finally:
+        _kill_group(proc)
+        os.close(read_fd)
+        log.close()
+        result.wall_s = time.monotonic() - t0
+    return result
+
+
+def _stderr_tail(log) -> str:  # noqa: ANN001 - a binary file object
+    try:
+        log.seek(0, os.SEEK_END)
+        size = log.tell()
+        log.seek(max(0, size - 4000))
+        return log.read().decode("utf-8", "replace")
+    except (OSError, ValueError):
+        return ""
+
+
+def _follow(
+    proc: subprocess.Popen,
+    read_fd: int,
+    log,  # noqa: ANN001
+    plan: MeasurePlan,
+    result: MeasureResult,
+    t0: float,
+    on_window: Callable[[Window], bool] | None,
+) -> None:
+    """Read the child's messages into ``result`` until it ends, one way or another."""
+    stall = min(plan.stall_s, plan.timeout_s)
+    deadline = t0 + plan.timeout_s
+    last = t0
+    phase = "start-up"
+    buf = b""
+    while True:
+        now = time.monotonic()
+        if now >= deadline:
+            return _timeout(
+                result, f"the measurement passed its {plan.timeout_s:g} s limit during {phase}"
+            )
+        if now - last >= stall:
+            return _timeout(
+                result,
+                f"no progress for {stall:g} s during {phase}: a DataLoader worker or the "
+                "training loop hung",
+            )
+        ready, _, _ = select.select([read_fd], [], [], min(deadline, last + stall) - now)
+        if not ready:
+            continue
+        chunk = os.read(read_fd, 65536)
+        if not chunk:  # the child closed the pipe: it exited (or is exiting) without a result
+            try:
+                proc.wait(timeout=EXIT_GRACE_S)
+            except subprocess.TimeoutExpired:
+                pass
+            code = proc.returncode if proc.returncode is not None else 1
+            result.status, result.reason, result.message = classify_exit(code, _stderr_tail(log))
+            return None
+        buf += chunk
+        *lines, buf = buf.split(b"\n")
+        for line in lines:
+            if not line.strip():
+                continue
+            msg = json.loads(line)
+            last = time.monotonic()
+            kind = msg.pop("type")
+            if kind == "ready":
+                result.overhead_s = last - t0
+                result.device = msg["device"]
+                result.dataset_images = msg["dataset_images"]
+                result.emulated = msg["emulated"]
+                result.notes.extend(msg["notes"])
+                phase = "the warm-up"
+            elif kind == "warmup":
+                phase = "the warm-up"
+            elif kind == "window":
+                window = Window.from_dict(msg)
+                result.windows.append(window)
+                phase = f"window {window.index + 1}"
+                if on_window is not None and on_window(window) is False:
+                    result.status = PRUNED
+                    result.message = f"pruned after window {window.index}"
+                    return None
+            elif kind == "result":
+                for name in _RESULT_FIELDS:
+                    setattr(result, name, msg.get(name))
+                result.status = OK
+                _wait_exit(proc)
+                return None
+            elif kind == "error":
+                result.status = msg["status"]
+                result.reason = msg["reason"]
+                result.message = msg["message"]
+                logger.debug("measurement failed in the child:\n%s", msg.get("traceback", ""))
+                _wait_exit(proc)
+                return None
+
+
+def _timeout(result: MeasureResult, message: str) -> None:
+    result.status, result.reason, result.message = INFEASIBLE, TIMEOUT, message
+
+
+def _wait_exit(proc: subprocess.Popen) -> None:
+    try:
+        proc.wait(timeout=EXIT_GRACE_S)
+    except subprocess.TimeoutExpired:
+        logger.debug("the measuring child did not exit within %g s; killing it", EXIT_GRACE_S)
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    """SIGKILL the child's process group (DataLoader workers included) and reap all of it."""
+    pgid = proc.pid  # start_new_session: the child leads its own group
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    proc.wait()
+    deadline = time.monotonic() + REAP_TIMEOUT_S
+    while True:
+        try:
+            pid, _ = os.waitpid(-pgid, os.WNOHANG)
+            if pid:
+                continue
+        except ChildProcessError:  # none of the group is (or is yet) our child
+            try:
+                os.killpg(pgid, 0)
+            except (ProcessLookupError, PermissionError):
+                return
+        if time.monotonic() > deadline:
+            logger.warning(
+                "processes of the measurement (process group %d) are still listed after %g s",
+                pgid,
+                REAP_TIMEOUT_S,
+            )
+            return
+        time.sleep(0.01)
