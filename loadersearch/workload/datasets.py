@@ -7,7 +7,9 @@ Layouts (``detect_format`` tells them apart, in this order):
   normalised to the image. Class names from ``classes.txt`` or ``data.yaml`` (``names``/``nc``)
   when present, else ``max(class) + 1`` classes.
 * ``voc``: ``JPEGImages/`` and ``Annotations/*.xml`` (pixel ``xmin ymin xmax ymax``, 1-based,
-  class names mapped to ids in sorted order); ``split`` reads ``ImageSets/Main/<split>.txt``,
+  class names mapped to ids in sorted order: those of ``classes.txt`` or of VOC's per-class
+  ``ImageSets/Main/<class>_<split>.txt`` files, else those found in the annotations);
+  ``split`` reads ``ImageSets/Main/<split>.txt``,
   otherwise every annotation is used. ``difficult`` objects are kept.
 * ``coco``: ``annotations.json`` or ``annotations/*.json`` (``split`` picks
   ``instances_<split>.json`` or ``<split>.json``) with images under ``images/``,
@@ -249,12 +251,12 @@ def _parse_yolo_label(text: str, nc: int | None) -> tuple[np.ndarray | None, int
                 None,
                 lineno,
                 (
-                    f"box {fields[1:]} out of range: YOLO coordinates are "
+                    f"box {' '.join(fields[1:])!r} out of range: YOLO coordinates are "
                     "normalised to [0, 1] (pixel coordinates?)"
                 ),
             )
         if w <= 0 or h <= 0:
-            return None, lineno, f"zero-size box {fields[1:]}"
+            return None, lineno, f"zero-size box {' '.join(fields[1:])!r}"
         rows.append(row)
     return np.asarray(rows, np.float32).reshape(-1, 5), 0, ""
 
@@ -300,6 +302,18 @@ def _image_size(path: Path) -> tuple[int, int]:
         w, h = im.size
         orientation = im.getexif().get(0x0112, 1)
     return (h, w) if orientation in (5, 6, 7, 8) else (w, h)
+
+
+def _voc_names(root: Path) -> list[str] | None:
+    """Class names from ``classes.txt``, or from VOC's per-class ``ImageSets/Main/<cls>_*.txt``."""
+    if (root / "classes.txt").is_file():
+        return [n.strip() for n in (root / "classes.txt").read_text().splitlines() if n.strip()]
+    main = root / "ImageSets" / "Main"
+    if main.is_dir():
+        found = {e.name.rsplit("_", 1)[0] for e in os.scandir(main) if "_" in e.name}
+        if found:
+            return sorted(found)
+    return None
 
 
 def _read_voc(root: Path, split: str | None, problems: _Problems):
@@ -349,10 +363,19 @@ def _read_voc(root: Path, split: str | None, problems: _Problems):
             problems(xml_path, str(e) if isinstance(e, ValueError) else f"bad annotation ({e})")
             continue
         parsed.append((name, (w, h), objs))
-    names = sorted({o[0] for _, _, objs in parsed for o in objs})
+    names = _voc_names(root)
+    if names is None:
+        names = sorted({o[0] for _, _, objs in parsed for o in objs})
     ids_of = {n: i for i, n in enumerate(names)}
     paths, boxes = [], []
     for name, (w, h), objs in parsed:
+        unknown = [o[0] for o in objs if o[0] not in ids_of]
+        if unknown:
+            xml_path = ann_dir / f"{os.path.splitext(name)[0]}.xml"
+            problems(
+                xml_path, f"class {unknown[0]!r} is not one of the {len(names)} known classes"
+            )
+            continue
         paths.append(os.path.join("JPEGImages", name))
         if objs:
             arr = np.array([(ids_of[o[0]], *o[1:]) for o in objs], np.float64)

@@ -13,6 +13,7 @@ Pillow/libjpeg), whatever order the images are written in.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import logging
@@ -164,6 +165,7 @@ def _write_voc(root: Path, stems: list[str], sizes: list, boxes: list, names: li
         )
         (root / "Annotations" / f"{stem}.xml").write_text(xml)
     (root / "ImageSets" / "Main" / "train.txt").write_text("\n".join(stems) + "\n")
+    (root / "classes.txt").write_text("\n".join(names) + "\n")
 
 
 def _write_coco(root: Path, stems: list[str], sizes: list, boxes: list, names: list[str]) -> None:
@@ -262,40 +264,51 @@ def _is_complete(root: Path, images: int, seed: int) -> bool:
     )
 
 
+@contextlib.contextmanager
+def _locked(lock_path: Path):
+    """An exclusive lock on ``lock_path`` across processes (POSIX; no lock elsewhere)."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows: rename still keeps the data whole
+        yield
+        return
+    with open(lock_path, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
 def default_dataset(root: str | os.PathLike | None = None) -> str:
     """The embedded default dataset's directory, generated first if missing or incomplete.
 
     ``root`` defaults to :data:`DEFAULT_DATASET_DIR` (relative to the working directory); it
-    holds :data:`DEFAULT_DATASET_IMAGES` YOLO-layout images. Generation goes to a temporary
-    sibling directory that is renamed into place after a marker file is written, so an
-    interrupted generation is redone and two processes calling this at once are safe (the
-    loser of the rename keeps the winner's copy).
+    holds :data:`DEFAULT_DATASET_IMAGES` YOLO-layout images (seed 0). A marker file is
+    written last, into a temporary sibling directory that is then renamed into place, so an
+    interrupted generation is redone; a lock file beside it makes concurrent callers wait for
+    one generation instead of racing.
     """
     target = Path(root if root is not None else DEFAULT_DATASET_DIR)
     if _is_complete(target, DEFAULT_DATASET_IMAGES, DEFAULT_DATASET_SEED):
         return str(target)
     target.parent.mkdir(parents=True, exist_ok=True)
-    if target.exists():
-        # Incomplete (interrupted, or from an older generator): move it aside atomically first.
-        trash = Path(tempfile.mkdtemp(prefix=f".{target.name}.old-", dir=target.parent))
-        try:
-            os.rename(target, trash / "d")
-        except OSError:
-            pass  # another process moved or replaced it
-        shutil.rmtree(trash, ignore_errors=True)
-    log.warning("generating the default dataset (%d images) in %s", DEFAULT_DATASET_IMAGES, target)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
-    try:
-        stats = make_dataset(
-            tmp, images=DEFAULT_DATASET_IMAGES, fmt="yolo", seed=DEFAULT_DATASET_SEED
+    with _locked(target.parent / f".{target.name}.lock"):
+        if _is_complete(target, DEFAULT_DATASET_IMAGES, DEFAULT_DATASET_SEED):
+            return str(target)  # another process made it while we waited
+        if target.exists():  # interrupted, or from an older generator
+            shutil.rmtree(target)
+        log.warning(
+            "generating the default dataset (%d images) in %s", DEFAULT_DATASET_IMAGES, target
         )
-        stats.update(version=_GENERATOR_VERSION, root=str(target))
-        (tmp / MARKER).write_text(json.dumps(stats, indent=1) + "\n")
+        tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
         try:
+            stats = make_dataset(
+                tmp, images=DEFAULT_DATASET_IMAGES, fmt="yolo", seed=DEFAULT_DATASET_SEED
+            )
+            stats.update(version=_GENERATOR_VERSION, root=str(target))
+            (tmp / MARKER).write_text(json.dumps(stats, indent=1) + "\n")
             os.rename(tmp, target)
-        except OSError:
-            if not _is_complete(target, DEFAULT_DATASET_IMAGES, DEFAULT_DATASET_SEED):
-                raise
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
     return str(target)
