@@ -1,0 +1,74 @@
+"""The rules people use today, enqueued as the first trials of every study (FACTS.md section 4).
+
+Each baseline is clamped to the study's space (a fixed knob wins), and runs at a sensible
+fixed batch size unless batch_size is fixed: the comparison is about the loader rules, not
+about the batch size.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from loadersearch.config import LoaderConfig
+from loadersearch.search.space import SearchSpace
+
+DEFAULT_BATCH = 16  # the common YOLOv4-tiny recipe (FACTS.md section 1)
+
+
+@dataclass(frozen=True)
+class Baseline:
+    name: str  # stored as the trial's "baseline" user attribute
+    rule: str  # one line, shown in reports
+    config: LoaderConfig
+
+
+def baselines(space: SearchSpace, hardware: dict[str, Any], *, gpu: bool) -> list[Baseline]:
+    """The three baselines for this machine, clamped to ``space``; configurations that clamp to
+    the same point are merged (their names joined with ``+``)."""
+    cpus = int(hardware.get("cpu_count") or 1)
+    physical = int(hardware.get("physical_cores") or cpus)
+    gpus = int(hardware.get("gpu_count") or 0) if gpu else 0
+    rules = [
+        (
+            "pytorch",
+            "PyTorch defaults: num_workers=0, pin_memory=False",
+            LoaderConfig(num_workers=0, batch_size=DEFAULT_BATCH, pin_memory=False),
+        ),
+        (
+            "article",
+            f"the source article: num_workers = 2 x {physical} physical cores, pin_memory, "
+            "prefetch 2",
+            LoaderConfig(
+                num_workers=2 * physical,
+                batch_size=DEFAULT_BATCH,
+                pin_memory=True,
+                prefetch_factor=2,
+            ),
+        ),
+        (
+            "ultralytics",
+            f"Ultralytics: min({cpus} CPUs // {max(gpus, 1)} GPUs, 8) workers, prefetch 4, "
+            "pin_memory when a GPU",
+            LoaderConfig(
+                num_workers=min(cpus // max(gpus, 1), 8),
+                batch_size=DEFAULT_BATCH,
+                pin_memory=gpus > 0,
+                prefetch_factor=4 if min(cpus // max(gpus, 1), 8) > 0 else None,
+            ),
+        ),
+    ]
+    merged: dict[LoaderConfig, Baseline] = {}
+    for name, rule, config in rules:
+        clamped = space.clamp(config)
+        if clamped in merged:
+            old = merged[clamped]
+            merged[clamped] = Baseline(f"{old.name}+{name}", f"{old.rule}; {rule}", clamped)
+        else:
+            merged[clamped] = Baseline(name, rule, clamped)
+    return list(merged.values())
+
+
+def baseline_names(attr: str | None) -> list[str]:
+    """The names in a trial's "baseline" user attribute (``"pytorch+article"`` -> two)."""
+    return [n for n in (attr or "").split("+") if n]

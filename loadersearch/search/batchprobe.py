@@ -1,0 +1,132 @@
+"""The largest batch size that fits the VRAM cap, found before sampling (grow, then bisect, as
+Lightning's ``BatchSizeFinder(mode="binsearch")``), with real short measurements.
+
+Probing walks the space's own grid of batch sizes (step or powers of two), so the bound it
+returns is a value the sampler can draw. The result is stored in the study: resumes and other
+machines reuse it instead of probing again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from loadersearch.config import LoaderConfig, MeasurePlan, WorkloadSpec
+from loadersearch.errors import DatasetError, StudyError
+from loadersearch.measure.result import BAD_DATASET, BAD_SAMPLE, ERROR, INFEASIBLE, OK, VRAM_CAP
+from loadersearch.search.objective import MeasureFn, measurement_lock
+from loadersearch.search.progress import Progress
+
+_logger = logging.getLogger(__name__)
+
+# Two steps are enough to reach the peak: the first allocates activations, gradients and the
+# optimizer state (and cudnn workspaces), the second confirms the steady footprint.
+PROBE_PLAN = MeasurePlan(epochs=1, steps=2, windows_per_epoch=1, warmup_epochs=0, timeout_s=180)
+
+
+@dataclass
+class ProbeResult:
+    max_batch: int | None  # largest batch that fits; None when probing did not apply
+    probes: list[dict[str, Any]] = field(default_factory=list)  # in the order measured
+    skipped: str | None = None  # why there was no probe (e.g. "no VRAM cap on a CPU")
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ProbeResult:
+        return cls(**{k: data.get(k) for k in ("max_batch", "probes", "skipped")})
+
+    def describe(self) -> str:
+        if self.skipped:
+            return f"batch-size probe skipped: {self.skipped}"
+        tried = ", ".join(f"{p['batch']} {'fits' if p['fits'] else 'over'}" for p in self.probes)
+        return f"largest batch under the cap: {self.max_batch} (probed {tried})"
+
+
+def probe_max_batch(
+    workload: WorkloadSpec,
+    choices: list[int],
+    *,
+    measure_fn: MeasureFn,
+    progress: Progress | None = None,
+    plan: MeasurePlan = PROBE_PLAN,
+) -> ProbeResult:
+    """Largest of ``choices`` (ascending) that measures without going over the cap.
+
+    Grows by doubling from the smallest choice until a batch does not fit or the largest
+    choice fits, then bisects between the last fit and the first miss. Raises
+    :class:`StudyError` when not even the smallest batch fits."""
+    progress = progress or Progress()
+    result = ProbeResult(max_batch=None)
+    tried: dict[int, bool] = {}
+
+    def fits(index: int) -> bool:
+        batch = choices[index]
+        if batch not in tried:
+            tried[batch] = _measure_fits(workload, batch, plan, measure_fn, progress, result)
+        return tried[batch]
+
+    if not fits(0):
+        last = result.probes[-1]
+        raise StudyError(
+            f"not even batch_size={choices[0]} fits: {last['message'] or last['reason']}. "
+            "Raise the VRAM cap (--vram-cap) or lower batch_size (--space batch_size=LOW:HIGH)."
+        )
+    good, bad = 0, None
+    while bad is None and good < len(choices) - 1:  # grow: double the batch size
+        target = 2 * choices[good]
+        nxt = next((i for i, b in enumerate(choices) if b >= target), len(choices) - 1)
+        if fits(nxt):
+            good = nxt
+        else:
+            bad = nxt
+    while bad is not None and bad - good > 1:  # bisect between the last fit and first miss
+        mid = (good + bad) // 2
+        if fits(mid):
+            good = mid
+        else:
+            bad = mid
+    result.max_batch = choices[good]
+    return result
+
+
+def _measure_fits(
+    workload: WorkloadSpec,
+    batch: int,
+    plan: MeasurePlan,
+    measure_fn: MeasureFn,
+    progress: Progress,
+    result: ProbeResult,
+) -> bool:
+    config = LoaderConfig(num_workers=0, batch_size=batch)
+    with measurement_lock():
+        measured = measure_fn(workload, config, plan)
+    if measured.status == ERROR and measured.reason in (BAD_SAMPLE, BAD_DATASET):
+        raise DatasetError(f"the dataset cannot be loaded ({measured.reason}): {measured.message}")
+    if measured.status not in (OK, INFEASIBLE):
+        raise StudyError(
+            f"the batch-size probe at batch_size={batch} ended with {measured.status} "
+            f"({measured.reason}): {measured.message}"
+        )
+    ok = measured.status == OK
+    peak = measured.peak_vram_bytes
+    result.probes.append(
+        {
+            "batch": batch,
+            "fits": ok,
+            "status": measured.status,
+            "reason": measured.reason,
+            "message": (measured.message or "")[:200],
+            "peak_vram_bytes": peak,
+        }
+    )
+    if measured.status == INFEASIBLE and measured.reason != VRAM_CAP:
+        _logger.warning(
+            "probe at batch %d infeasible for another reason: %s", batch, measured.reason
+        )
+    detail = f"peak {peak / 2**20:.0f} MiB" if peak else (measured.reason or measured.status)
+    progress.probe_step(batch, ok, detail)
+    return ok

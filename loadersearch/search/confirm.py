@@ -1,0 +1,171 @@
+"""Against the winner's curse: the best of N noisy trials is biased upward, so re-measure the
+finalists (the top 3 configurations and the best baseline) interleaved, A B C D A B C D ...,
+so that slow drifts of the machine hit every finalist alike, and name the winner by median.
+
+The measurements are stored in the study user attribute "confirmation" (see
+:func:`confirm_study`); the report reads them from there.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from typing import TYPE_CHECKING, Any
+
+from loadersearch.config import LoaderConfig
+from loadersearch.measure.result import OK
+from loadersearch.search.objective import Objective, result_attrs
+from loadersearch.search.progress import Progress
+
+if TYPE_CHECKING:
+    import optuna
+
+CONFIRMATION_ATTR = "confirmation"
+TOP_K = 3
+
+
+def feasible_complete(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
+    """COMPLETE trials that ran (not infeasible), best first."""
+    from optuna.trial import TrialState
+
+    trials = [
+        t
+        for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+        if t.user_attrs.get("feasible", True) and t.value is not None and t.value > 0
+    ]
+    return sorted(trials, key=lambda t: t.value, reverse=True)
+
+
+def trial_config(trial: optuna.trial.FrozenTrial, space_fixed: dict[str, Any]) -> LoaderConfig:
+    """The configuration a trial measured: its parameters plus the space's fixed knobs."""
+    data = {**space_fixed, **trial.params}
+    if data.get("num_workers", 0) == 0:
+        data.pop("prefetch_factor", None)
+        data["persistent_workers"] = False
+    return LoaderConfig.from_dict(data)
+
+
+def finalists(
+    study: optuna.Study, space_fixed: dict[str, Any], k: int = TOP_K
+) -> list[dict[str, Any]]:
+    """The top ``k`` distinct configurations and the best baseline (if not already among
+    them), as dicts with trial number, label, config and baseline name."""
+    chosen: dict[LoaderConfig, dict[str, Any]] = {}
+    ranked = feasible_complete(study)
+    for t in ranked:
+        config = trial_config(t, space_fixed)
+        if config not in chosen and len(chosen) < k:
+            chosen[config] = _candidate(t, config)
+    baselines = [t for t in ranked if t.user_attrs.get("baseline")]
+    if baselines:
+        best = baselines[0]
+        config = trial_config(best, space_fixed)
+        if config in chosen:
+            chosen[config]["baseline"] = best.user_attrs["baseline"]
+        else:
+            chosen[config] = _candidate(best, config)
+    return list(chosen.values())
+
+
+def _candidate(trial: optuna.trial.FrozenTrial, config: LoaderConfig) -> dict[str, Any]:
+    return {
+        "trial": trial.number,
+        "label": config.label(),
+        "config": config.to_dict(),
+        "baseline": trial.user_attrs.get("baseline"),
+        "trial_value": trial.value,
+    }
+
+
+def confirm_study(
+    study: optuna.Study,
+    objective: Objective,
+    *,
+    rounds: int,
+    progress: Progress | None = None,
+) -> dict[str, Any] | None:
+    """Re-measure the finalists ``rounds`` times, interleaved; store and return the
+    confirmation (None when there is nothing feasible to confirm)."""
+    progress = progress or Progress()
+    candidates = finalists(study, objective.space.fixed())
+    if not candidates or rounds < 1:
+        return None
+    progress.confirm_start([c["label"] for c in candidates], rounds)
+    measurements: list[dict[str, Any]] = []
+    for round_ in range(rounds):
+        for cand in candidates:
+            config = LoaderConfig.from_dict(cand["config"])
+            result = objective.measure(config)
+            attrs = result_attrs(result)
+            measurements.append(
+                {
+                    "trial": cand["trial"],
+                    "label": cand["label"],
+                    "round": round_,
+                    "host": objective.host,
+                    **{
+                        k: attrs[k]
+                        for k in (
+                            "status",
+                            "reason",
+                            "objective",
+                            "steady_rate",
+                            "start_cost_s",
+                            "epoch_time_s",
+                            "dataset_images",
+                            "wait_fraction",
+                            "window_cv",
+                            "wall_s",
+                            "emulated",
+                        )
+                    },
+                }
+            )
+            progress.confirm_step(cand["label"], round_, result)
+    for cand in candidates:
+        values = [
+            m["objective"] if m["status"] == OK else 0.0
+            for m in measurements
+            if m["trial"] == cand["trial"]
+        ]
+        cand.update(_spread(values))
+    winner = max(candidates, key=lambda c: c["median"])
+    finished = len(_finished(study))
+    confirmation = {
+        "rounds": rounds,
+        "finished_trials": finished,
+        "time": time.time(),
+        "candidates": candidates,
+        "measurements": measurements,
+        "winner": winner["trial"],
+    }
+    study.set_user_attr(CONFIRMATION_ATTR, confirmation)
+    return confirmation
+
+
+def _spread(values: list[float]) -> dict[str, Any]:
+    median = statistics.median(values)
+    return {
+        "median": round(median, 2),
+        "min": round(min(values), 2),
+        "max": round(max(values), 2),
+        # Relative spread: (max - min) / median, the honest noise of a handful of repeats.
+        "spread": round((max(values) - min(values)) / median, 4) if median > 0 else None,
+        "n": len(values),
+    }
+
+
+def _finished(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
+    from optuna.trial import TrialState
+
+    return study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED))
+
+
+def confirmation_is_current(study: optuna.Study, rounds: int) -> bool:
+    """Whether the stored confirmation already covers every finished trial of the study."""
+    stored = study.user_attrs.get(CONFIRMATION_ATTR)
+    return bool(
+        stored
+        and stored.get("rounds") == rounds
+        and stored.get("finished_trials") == len(_finished(study))
+    )

@@ -1,0 +1,199 @@
+"""One Optuna trial: sample a configuration, measure it in a child process, report every window
+to the pruner, and record the outcome so that the sampler learns from it.
+
+Outcomes (FACTS.md section 3: every sampler ignores FAIL trials):
+
+- OK: COMPLETE with the projected full-epoch images/s, constraint ``feasible`` = 0.
+- INFEASIBLE (over the VRAM cap, worker killed, timeout, ...): COMPLETE with value 0 and
+  constraint ``feasible`` = 1, so TPE ranks the region below every feasible trial; the reason is
+  mirrored in the user attributes "status"/"infeasible_reason", which optuna-dashboard shows.
+- PRUNED: PRUNED (the child was killed at the window the pruner said so).
+- ERROR that is the dataset's fault (bad sample, bad dataset): the whole run stops with the
+  message, since every other trial would fail the same way.
+- ERROR of the tool itself (a crash): FAIL; three in a row stop the run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+from loadersearch.errors import DatasetError, StudyError
+from loadersearch.measure.result import (
+    BAD_DATASET,
+    BAD_SAMPLE,
+    ERROR,
+    INFEASIBLE,
+    INTERRUPTED,
+    OK,
+    PRUNED,
+    MeasureResult,
+    Window,
+)
+from loadersearch.search.progress import Progress
+
+if TYPE_CHECKING:
+    import optuna
+
+    from loadersearch.config import LoaderConfig, MeasurePlan, WorkloadSpec
+    from loadersearch.search.space import SearchSpace
+
+_logger = logging.getLogger(__name__)
+
+MeasureFn = Callable[..., MeasureResult]
+CONSTRAINT = "feasible"  # trial.set_constraint key: <= 0 feasible
+MAX_CONSECUTIVE_CRASHES = 3
+
+
+class TrialCrash(RuntimeError):
+    """The tool itself crashed in one trial (recorded as FAIL; the study goes on)."""
+
+
+def default_measure() -> MeasureFn:
+    from loadersearch.measure import measure
+
+    return measure
+
+
+@contextlib.contextmanager
+def measurement_lock() -> Iterator[None]:
+    """One measurement per host at a time (loadersearch.hostlock), a no-op where absent."""
+    try:
+        from loadersearch.hostlock import measurement_lock as lock
+    except ImportError:
+        yield
+        return
+    with lock(wait=True):
+        yield
+
+
+def window_value(window: Window) -> float:
+    """The value reported to the pruner for one window: its images/s *without* the epoch-start
+    cost that falls in it. Short measuring epochs over-weight start cost (FACTS.md section 5);
+    the objective amortises it over a full epoch, so the steady rate is the closer proxy."""
+    busy = window.seconds - window.start_s
+    if busy <= 0 or window.images <= 0:
+        return window.rate
+    return window.images / busy
+
+
+def result_attrs(result: MeasureResult) -> dict[str, Any]:
+    """The measurement as trial user attributes (JSON-friendly, rounded for reading)."""
+
+    def r(x: float | None, n: int = 4) -> float | None:
+        return None if x is None else round(float(x), n)
+
+    done = len(result.windows)
+    measured = sum(w.seconds for w in result.windows)
+    attrs: dict[str, Any] = {
+        "status": result.status,
+        "reason": result.reason,
+        "message": (result.message or "")[:500],
+        "config": result.config.label(),
+        "objective": r(result.objective, 2),
+        "steady_rate": r(result.steady_rate, 2),
+        "start_cost_s": r(result.start_cost_s),
+        "epoch_time_s": r(result.epoch_time_s, 2),
+        "dataset_images": result.dataset_images,
+        "wait_fraction": r(result.wait_fraction),
+        "window_cv": r(result.window_cv),
+        "peak_vram_bytes": result.peak_vram_bytes,
+        "nvml_peak_bytes": result.nvml_peak_bytes,
+        "gpu_util_mean": r(result.gpu_util_mean, 1),
+        "cpu_util_mean": r(result.cpu_util_mean, 1),
+        "peak_rss_bytes": result.peak_rss_bytes,
+        "shm_peak_bytes": result.shm_peak_bytes,
+        "overhead_s": r(result.overhead_s, 2),
+        "warmup_s": r(result.warmup_s, 2),
+        "wall_s": r(result.wall_s, 2),
+        "windows_done": done,
+        "measured_s": r(measured, 3),
+        "device": result.device,
+        "emulated": bool(result.emulated),
+        "feasible": result.status != INFEASIBLE,
+    }
+    if result.status == INFEASIBLE:
+        attrs["infeasible_reason"] = result.reason
+    return attrs
+
+
+class Objective:
+    """The objective ``study.optimize`` calls. Holds no state a resume would need: everything
+    comes from the space, workload and plan stored in the study."""
+
+    def __init__(
+        self,
+        space: SearchSpace,
+        workload: WorkloadSpec,
+        plan: MeasurePlan,
+        *,
+        measure_fn: MeasureFn | None = None,
+        progress: Progress | None = None,
+    ) -> None:
+        self.space = space
+        self.workload = workload
+        self.plan = plan
+        self.measure_fn = measure_fn or default_measure()
+        self.progress = progress or Progress()
+        from loadersearch.hardware import host_name
+
+        self.host = host_name()
+        self._crashes = 0
+
+    def __call__(self, trial: optuna.Trial) -> float:
+        import optuna
+
+        config = self.space.suggest(trial)
+        baseline = trial.user_attrs.get("baseline")
+        trial.set_user_attr("host", self.host)
+        self.progress.trial_start(trial.number, config, baseline)
+
+        def on_window(window: Window) -> bool:
+            value = window_value(window)
+            trial.report(value, window.index)
+            self.progress.window(trial.number, window, value)
+            return not trial.should_prune()
+
+        result = self.measure(config, on_window)
+        for key, value in result_attrs(result).items():
+            trial.set_user_attr(key, value)
+
+        if result.status == OK:
+            self._crashes = 0
+            trial.set_constraint(CONSTRAINT, 0.0)
+            return float(result.objective)
+        if result.status == PRUNED:
+            self._crashes = 0
+            raise optuna.TrialPruned(f"pruned after {len(result.windows)} windows")
+        if result.status == INFEASIBLE or (
+            result.status == ERROR and result.reason == "invalid_config"
+        ):
+            self._crashes = 0
+            trial.set_user_attr("status", INFEASIBLE)
+            trial.set_user_attr("infeasible_reason", result.reason)
+            trial.set_user_attr("feasible", False)
+            trial.set_constraint(CONSTRAINT, 1.0)
+            return 0.0
+        if result.status == INTERRUPTED:
+            raise KeyboardInterrupt
+        if result.reason in (BAD_SAMPLE, BAD_DATASET):
+            raise DatasetError(
+                f"the dataset cannot be loaded ({result.reason}): {result.message}. Every trial "
+                "would fail the same way; fix the dataset (or pass --skip-bad-samples) and run "
+                "the same command again to resume."
+            )
+        self._crashes += 1
+        if self._crashes >= MAX_CONSECUTIVE_CRASHES:
+            raise StudyError(
+                f"{self._crashes} trials in a row crashed; the last one: {result.reason}: "
+                f"{result.message}. Run with --debug and report the problem."
+            )
+        raise TrialCrash(f"measurement crashed ({result.reason}): {result.message}")
+
+    def measure(
+        self, config: LoaderConfig, on_window: Callable[[Window], bool] | None = None
+    ) -> MeasureResult:
+        with measurement_lock():
+            return self.measure_fn(self.workload, config, self.plan, on_window=on_window)

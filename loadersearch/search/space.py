@@ -1,0 +1,301 @@
+"""The search space: which values of the five DataLoader knobs a study may try.
+
+A :class:`SearchSpace` is plain data (it is stored in the study so that every resume and every
+worker samples the same distributions). Integer knobs are ranges, boolean knobs are tuples of
+choices; a knob with one possible value is *fixed* and is not suggested at all.
+``prefetch_factor`` and ``persistent_workers`` are conditional: they exist only when the trial
+has ``num_workers > 0`` (PyTorch rejects them otherwise).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from loadersearch.config import LoaderConfig
+
+if TYPE_CHECKING:
+    import optuna
+
+KNOBS = ("num_workers", "batch_size", "pin_memory", "prefetch_factor", "persistent_workers")
+INT_KNOBS = ("num_workers", "batch_size", "prefetch_factor")
+BOOL_KNOBS = ("pin_memory", "persistent_workers")
+MAX_WORKERS = 32  # beyond this, start-up and shared memory cost more than any machine gains
+MAX_PREFETCH = 8
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off")
+
+
+def default_worker_bound(cpus: int | None = None) -> int:
+    """Upper bound of ``num_workers``: 2x the logical CPUs, at most 32."""
+    return max(1, min(2 * (cpus or os.cpu_count() or 1), MAX_WORKERS))
+
+
+class SpaceError(ValueError):
+    """A knob's range or value is not usable; the message names the knob and the fix."""
+
+
+@dataclass(frozen=True)
+class SearchSpace:
+    """Ranges and choices of the five knobs. ``batch_step == 0`` means powers of two."""
+
+    num_workers: tuple[int, int] = (0, 4)  # inclusive range
+    batch_size: tuple[int, int] = (8, 64)  # inclusive range (upper bound also limited by probe)
+    batch_step: int = 8  # grid of batch sizes: lo, lo+step, ...; 0 = powers of two
+    prefetch_factor: tuple[int, int] = (1, MAX_PREFETCH)  # only used when num_workers > 0
+    pin_memory: tuple[bool, ...] = (False, True)
+    persistent_workers: tuple[bool, ...] = (False, True)  # only used when num_workers > 0
+
+    def __post_init__(self) -> None:
+        for name in INT_KNOBS:
+            lo, hi = (int(v) for v in getattr(self, name))
+            object.__setattr__(self, name, (lo, hi))
+            floor = 0 if name == "num_workers" else 1
+            if lo < floor:
+                raise SpaceError(f"{name} range starts at {lo}; it must be at least {floor}.")
+            if lo > hi:
+                raise SpaceError(
+                    f"{name} range {lo}:{hi} is inverted; write it low:high, e.g. {hi}:{lo}."
+                )
+        if self.num_workers[1] > MAX_WORKERS:
+            raise SpaceError(
+                f"num_workers up to {self.num_workers[1]} is more than {MAX_WORKERS}; "
+                f"narrow it, e.g. num_workers=0:{MAX_WORKERS}."
+            )
+        if self.prefetch_factor[1] > MAX_PREFETCH:
+            raise SpaceError(
+                f"prefetch_factor up to {self.prefetch_factor[1]} is more than {MAX_PREFETCH}; "
+                f"use prefetch_factor=1:{MAX_PREFETCH} or less."
+            )
+        if self.batch_step < 0:
+            raise SpaceError(f"batch_size step cannot be negative but got {self.batch_step}.")
+        if self.batch_step == 0 and not _powers_of_two(*self.batch_size):
+            raise SpaceError(
+                f"batch_size range {self.batch_size[0]}:{self.batch_size[1]} holds no power of "
+                "two; widen it, e.g. batch_size=pow2:8:64."
+            )
+        for name in BOOL_KNOBS:
+            choices = tuple(dict.fromkeys(bool(v) for v in getattr(self, name)))
+            if not choices:
+                raise SpaceError(f"{name} needs at least one choice (true, false or both).")
+            # A fixed order keeps a categorical's choices identical across resumes.
+            object.__setattr__(self, name, tuple(sorted(choices)))
+
+    # -- building ------------------------------------------------------------------------------
+
+    def with_range(self, knob: str, text: str) -> SearchSpace:
+        """A copy with ``knob`` narrowed to ``text`` (``lo:hi``, ``lo:hi:step``, ``pow2:lo:hi``
+        or, for boolean knobs, ``true``/``false``/``both``)."""
+        _check_knob(knob)
+        if knob in BOOL_KNOBS:
+            if text.strip().lower() in ("both", "any", "true,false", "false,true"):
+                return dataclasses.replace(self, **{knob: (False, True)})
+            return dataclasses.replace(self, **{knob: (_parse_bool(knob, text),)})
+        parts = [p.strip() for p in text.split(":")]
+        changes: dict[str, Any] = {}
+        if knob == "batch_size" and parts and parts[0].lower() == "pow2":
+            parts = parts[1:]
+            changes["batch_step"] = 0
+        if len(parts) == 1:  # a single value narrows to that value
+            parts = [parts[0], parts[0]]
+        if len(parts) == 3 and knob == "batch_size" and "batch_step" not in changes:
+            changes["batch_step"] = _parse_int(knob, parts[2])
+            parts = parts[:2]
+        if len(parts) != 2:
+            raise SpaceError(
+                f"cannot read the range {knob}={text!r}; write {knob}=LOW:HIGH"
+                + (" (or LOW:HIGH:STEP, or pow2:LOW:HIGH)" if knob == "batch_size" else "")
+                + "."
+            )
+        changes[knob] = (_parse_int(knob, parts[0]), _parse_int(knob, parts[1]))
+        return dataclasses.replace(self, **changes)
+
+    def with_fixed(self, knob: str, text: str | int | bool) -> SearchSpace:
+        """A copy with ``knob`` fixed to one value."""
+        _check_knob(knob)
+        if knob in BOOL_KNOBS:
+            value = text if isinstance(text, bool) else _parse_bool(knob, str(text))
+            return dataclasses.replace(self, **{knob: (value,)})
+        value = text if isinstance(text, int) else _parse_int(knob, str(text))
+        return dataclasses.replace(self, **{knob: (value, value)})
+
+    def with_batch_bound(self, max_batch: int) -> SearchSpace:
+        """A copy whose batch sizes do not exceed ``max_batch`` (the probe's result)."""
+        lo, hi = self.batch_size
+        if max_batch < lo:
+            raise SpaceError(
+                f"the largest batch that fits is {max_batch}, below the smallest batch_size in "
+                f"the space ({lo}); raise the VRAM cap or lower batch_size, "
+                f"e.g. --space batch_size={max(1, max_batch)}:{max(1, max_batch)}."
+            )
+        return dataclasses.replace(self, batch_size=(lo, min(hi, max_batch)))
+
+    # -- reading -------------------------------------------------------------------------------
+
+    def fixed(self) -> dict[str, Any]:
+        """Knobs that have a single possible value, with that value."""
+        out: dict[str, Any] = {}
+        for name in INT_KNOBS:
+            lo, hi = getattr(self, name)
+            if lo == hi:
+                out[name] = lo
+        if len(self.batch_choices()) == 1:
+            out["batch_size"] = self.batch_choices()[0]
+        for name in BOOL_KNOBS:
+            if len(getattr(self, name)) == 1:
+                out[name] = getattr(self, name)[0]
+        return out
+
+    def batch_choices(self) -> list[int]:
+        """Every batch size the space allows, ascending."""
+        lo, hi = self.batch_size
+        if self.batch_step == 0:
+            return [2**k for k in range(0, 31) if lo <= 2**k <= hi]
+        return list(range(lo, hi + 1, self.batch_step))
+
+    def to_dict(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in data.items()}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SearchSpace:
+        known = {f.name for f in dataclasses.fields(cls)}
+        return cls(
+            **{k: tuple(v) if isinstance(v, list) else v for k, v in data.items() if k in known}
+        )
+
+    def describe(self) -> str:
+        """One line, e.g. ``num_workers 0..4, batch_size 8..64 step 8, pin_memory {F,T} ...``."""
+        parts = []
+        for name in KNOBS:
+            if name == "batch_size":
+                lo, hi = self.batch_size
+                step = "powers of two" if self.batch_step == 0 else f"step {self.batch_step}"
+                parts.append(f"batch_size {lo}..{hi} {step}" if lo != hi else f"batch_size={lo}")
+            elif name in INT_KNOBS:
+                lo, hi = getattr(self, name)
+                parts.append(f"{name} {lo}..{hi}" if lo != hi else f"{name}={lo}")
+            else:
+                choices = getattr(self, name)
+                parts.append(
+                    f"{name} {{{', '.join(str(c) for c in choices)}}}"
+                    if len(choices) > 1
+                    else f"{name}={choices[0]}"
+                )
+        return ", ".join(parts)
+
+    # -- Optuna --------------------------------------------------------------------------------
+
+    def suggest(self, trial: optuna.trial.BaseTrial) -> LoaderConfig:
+        """Sample a configuration; fixed knobs are not suggested, conditional ones only with
+        workers."""
+        fixed = self.fixed()
+
+        def int_knob(name: str) -> int:
+            if name in fixed:
+                return fixed[name]
+            lo, hi = getattr(self, name)
+            return trial.suggest_int(name, lo, hi)
+
+        def bool_knob(name: str) -> bool:
+            if name in fixed:
+                return fixed[name]
+            return trial.suggest_categorical(name, list(getattr(self, name)))
+
+        workers = int_knob("num_workers")
+        if "batch_size" in fixed:
+            batch = fixed["batch_size"]
+        elif self.batch_step == 0:
+            batch = trial.suggest_categorical("batch_size", self.batch_choices())
+        else:
+            choices = self.batch_choices()
+            batch = trial.suggest_int("batch_size", choices[0], choices[-1], step=self.batch_step)
+        pin = bool_knob("pin_memory")
+        prefetch: int | None = None
+        persistent = False
+        if workers > 0:
+            prefetch = int_knob("prefetch_factor")
+            persistent = bool_knob("persistent_workers")
+        return LoaderConfig(
+            num_workers=workers,
+            batch_size=batch,
+            pin_memory=pin,
+            prefetch_factor=prefetch,
+            persistent_workers=persistent,
+        )
+
+    def clamp(self, config: LoaderConfig) -> LoaderConfig:
+        """The configuration of the space nearest to ``config`` (used for baselines)."""
+        fixed = self.fixed()
+
+        def clip(name: str, value: int) -> int:
+            lo, hi = getattr(self, name)
+            return fixed.get(name, min(max(value, lo), hi))
+
+        def pick(name: str, value: bool) -> bool:
+            choices = getattr(self, name)
+            return value if value in choices else choices[0]
+
+        workers = clip("num_workers", config.num_workers)
+        choices = self.batch_choices()
+        batch = min(choices, key=lambda b: (abs(b - config.batch_size), b))
+        prefetch = None
+        persistent = False
+        if workers > 0:
+            prefetch = clip("prefetch_factor", config.prefetch_factor or 2)
+            persistent = pick("persistent_workers", config.persistent_workers)
+        return LoaderConfig(
+            num_workers=workers,
+            batch_size=batch,
+            pin_memory=pick("pin_memory", config.pin_memory),
+            prefetch_factor=prefetch,
+            persistent_workers=persistent,
+        )
+
+    def params_of(self, config: LoaderConfig) -> dict[str, Any]:
+        """The Optuna parameters :meth:`suggest` would produce for ``config`` (for
+        ``enqueue_trial``): fixed knobs and conditional knobs without workers are left out."""
+        fixed = self.fixed()
+        params = {"num_workers": config.num_workers, "batch_size": config.batch_size}
+        params["pin_memory"] = config.pin_memory
+        if config.num_workers > 0:
+            params["prefetch_factor"] = config.prefetch_factor or 2
+            params["persistent_workers"] = config.persistent_workers
+        return {k: v for k, v in params.items() if k not in fixed}
+
+
+def _powers_of_two(lo: int, hi: int) -> bool:
+    return any(lo <= 2**k <= hi for k in range(31))
+
+
+def _check_knob(knob: str) -> None:
+    if knob not in KNOBS:
+        raise SpaceError(f"unknown knob {knob!r}; choose one of {', '.join(KNOBS)}.")
+
+
+def _parse_int(knob: str, text: str) -> int:
+    try:
+        return int(text)
+    except ValueError as e:
+        raise SpaceError(f"{knob} needs whole numbers but got {text!r}.") from e
+
+
+def _parse_bool(knob: str, text: str) -> bool:
+    low = text.strip().lower()
+    if low in _TRUE:
+        return True
+    if low in _FALSE:
+        return False
+    raise SpaceError(f"{knob} is true or false but got {text!r}.")
+
+
+def parse_assignment(text: str) -> tuple[str, str]:
+    """Split ``knob=value`` (as given to ``--fix`` and ``--space``)."""
+    knob, sep, value = text.partition("=")
+    if not sep or not knob.strip() or not value.strip():
+        raise SpaceError(f"cannot read {text!r}; write KNOB=VALUE, e.g. batch_size=16.")
+    knob = knob.strip().replace("-", "_")
+    _check_knob(knob)
+    return knob, value.strip()

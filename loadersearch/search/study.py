@@ -1,0 +1,388 @@
+"""A study from start to answer: open or create it, probe the batch bound, enqueue the
+baselines, run the trials with ``study.optimize`` (heartbeats only work there), confirm.
+
+:func:`run_study` is the one entry point; ``loadersearch run`` calls it with ``create=True``,
+a worker joining an existing study calls it with ``create=False`` and the settings rebuilt by
+:func:`settings_from_study`. ``--trials N`` is the study's total over every resume and machine
+(``MaxTrialsCallback`` counts COMPLETE and PRUNED trials in the storage).
+
+Study user attributes (what a resume or a worker needs, and what the report shows):
+``spec`` (workload, plan, space), ``workload_description``, ``hardware`` (creator's
+fingerprint), ``vram_cap``, ``pruner``, ``probe``, ``baselines``, ``confirmation``, ``emulated``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import re
+import warnings
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from loadersearch.errors import StudyError
+from loadersearch.search.baselines import baselines as baseline_rules
+from loadersearch.search.batchprobe import ProbeResult, probe_max_batch
+from loadersearch.search.confirm import confirm_study, confirmation_is_current
+from loadersearch.search.objective import MeasureFn, Objective, TrialCrash, default_measure
+from loadersearch.search.progress import Progress
+from loadersearch.search.space import SearchSpace, SpaceError
+from loadersearch.spec import StudySettings, uses_cuda
+
+if TYPE_CHECKING:
+    import optuna
+
+    from loadersearch.config import WorkloadSpec
+
+_logger = logging.getLogger(__name__)
+
+CPU_NOTICE = (
+    "No GPU here: measuring real YOLOv4-tiny training on the CPU, where the model, not the "
+    "loader, is the bottleneck, so loader settings matter little. For a loader-bound answer "
+    "try --workload emulated (a stand-in GPU) or run on the GPU machine."
+)
+
+
+@dataclass
+class RunOutcome:
+    study: optuna.Study
+    settings: StudySettings
+    space: SearchSpace  # the space sampled (batch sizes bounded by the probe)
+    probe: ProbeResult
+    ran: int  # trials this call finished
+    confirmation: dict[str, Any] | None
+    resumed: bool
+
+
+def default_study_name(workload: WorkloadSpec, hardware: dict[str, Any]) -> str:
+    """e.g. ``yolov4-tiny-train-128-cpu2``, ``yolov4-tiny-emulated-416-voc-cpu16``."""
+    gpu = uses_cuda(workload, hardware)
+    img = workload.img_size or (416 if gpu or workload.emulated else 128)
+    parts = ["yolov4-tiny", workload.kind, str(img)]
+    if workload.data:
+        parts.append(_slug(workload.data.rstrip("/").split("/")[-1]))
+    if workload.vram_cap:
+        parts.append(f"cap{workload.vram_cap / 2**30:g}g")
+    if gpu and hardware.get("gpu_model"):
+        model = _slug(str(hardware["gpu_model"]).replace("NVIDIA", ""))
+        parts.append(f"{model}x{hardware.get('gpu_count', 1)}")
+    else:
+        parts.append(f"cpu{hardware.get('cpu_count', 1)}")
+    return "-".join(p for p in parts if p)
+
+
+def describe_workload(settings: StudySettings, hardware: dict[str, Any]) -> str:
+    w = settings.workload
+    gpu = uses_cuda(w, hardware)
+    img = w.img_size or (416 if gpu or w.emulated else 128)
+    text = f"YOLOv4-tiny {w.kind} at {img} px on {w.data or 'the built-in generated dataset'}"
+    if w.emulated:
+        text += (
+            f" (EMULATED accelerator: {w.emulated_ms[0]:g} + {w.emulated_ms[1]:g} ms x batch, "
+            f"{w.emulated_mib[0]:g} + {w.emulated_mib[1]:g} MiB x batch)"
+        )
+    if w.vram_cap:
+        text += f", VRAM cap {w.vram_cap / 2**30:.3g} GiB"
+    if settings.classes:
+        text += f", {settings.classes} classes"
+    return text
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+
+
+def make_pruner(name: str, n_windows: int) -> optuna.pruners.BasePruner:
+    """``wilcoxon`` (default): a paired signed-rank test of this trial's windows against the
+    best trial's windows at the same positions; it prunes only when the trial is slower window
+    after window (p < 0.1), so one noisy window cannot prune it, and pairing removes the
+    per-position effects (epoch starts). Tests start after 4 windows (the smallest sample
+    whose one-sided exact p-value can fall under 0.1).
+    ``median``: MedianPruner after 5 trials and half the windows. ``none``: no pruning."""
+    import optuna
+
+    if name == "none":
+        return optuna.pruners.NopPruner()
+    if name == "median":
+        return optuna.pruners.MedianPruner(n_startup_trials=5, n_warmup_steps=n_windows // 2)
+    if name == "wilcoxon":
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            return optuna.pruners.WilcoxonPruner(p_threshold=0.1, n_startup_steps=4)
+    raise StudyError(f"unknown pruner {name!r}; choose wilcoxon, median or none.")
+
+
+def make_sampler(seed: int | None) -> optuna.samplers.BaseSampler:
+    """Multivariate TPE with grouped conditional parameters (prefetch_factor and
+    persistent_workers exist only with workers); constraints from ``trial.set_constraint``
+    rank infeasible trials below feasible ones."""
+    import optuna
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        return optuna.samplers.TPESampler(
+            seed=seed, multivariate=True, group=True, n_startup_trials=8
+        )
+
+
+def open_study(
+    settings: StudySettings,
+    hardware: dict[str, Any],
+    *,
+    create: bool,
+) -> tuple[optuna.Study, bool]:
+    """Create the study (or load it to resume); returns ``(study, resumed)``. A stored spec
+    that differs from ``settings`` is refused: one study, one workload and space."""
+    import optuna
+
+    from loadersearch.storage import open_storage, redact_url, resolve_storage_url
+
+    url = resolve_storage_url(settings.storage)
+    name = settings.study_name or default_study_name(settings.workload, hardware)
+    storage = open_storage(url)
+    storage_notes = list(getattr(storage, "warnings", []) or [])
+    pruner = make_pruner(settings.pruner, settings.plan.n_windows)
+    sampler = make_sampler(settings.seed)
+    existing = {s.study_name for s in storage.get_all_studies()}
+    if name in existing:
+        study = optuna.load_study(study_name=name, storage=storage, sampler=sampler, pruner=pruner)
+        if create:
+            _check_same_spec(study, settings, redact_url(url))
+        _check_hardware(study, hardware, settings.allow_mixed_hardware)
+        study.storage_notes = storage_notes  # type: ignore[attr-defined]
+        return study, True
+    if not create:
+        raise StudyError(
+            f"no study named {name!r} in {redact_url(url)}; start it with `loadersearch run "
+            f"--study {name} --storage URL` first."
+        )
+    study = optuna.create_study(
+        study_name=name,
+        storage=storage,
+        sampler=sampler,
+        pruner=pruner,
+        direction="maximize",
+        load_if_exists=True,
+    )
+    attrs = {
+        "spec": settings.spec_dict(),
+        "workload_description": describe_workload(settings, hardware),
+        "hardware": hardware,
+        "vram_cap": settings.workload.vram_cap,
+        "pruner": settings.pruner,
+        "emulated": settings.workload.emulated,
+        "epochs_planned": settings.epochs_planned,
+        "confirm_rounds": settings.confirm_rounds,
+        "source": settings.source,
+    }
+    for key, value in attrs.items():
+        study.set_user_attr(key, value)
+    study.storage_notes = storage_notes  # type: ignore[attr-defined]
+    return study, False
+
+
+def _check_same_spec(study: optuna.Study, settings: StudySettings, url: str) -> None:
+    stored = study.user_attrs.get("spec")
+    if stored is None:
+        raise StudyError(
+            f"study {study.study_name!r} in {url} was not created by loadersearch run; "
+            "choose another name with --study."
+        )
+    wanted = settings.spec_dict()
+    diffs = [
+        f"{part}.{key}: stored {stored[part].get(key)!r}, now {wanted[part].get(key)!r}"
+        for part in ("workload", "plan", "space")
+        for key in sorted(set(stored.get(part, {})) | set(wanted[part]))
+        if _norm(stored.get(part, {}).get(key)) != _norm(wanted[part].get(key))
+    ]
+    if diffs:
+        raise StudyError(
+            f"study {study.study_name!r} already exists with a different spec ({'; '.join(diffs)}"
+            "); results would be mixed. Use the same options to resume it, or name a new study "
+            "with --study NAME."
+        )
+
+
+def _norm(value: Any) -> Any:
+    if isinstance(value, (list, tuple)):
+        return [_norm(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _norm(v) for k, v in value.items()}
+    return value
+
+
+def _check_hardware(study: optuna.Study, hardware: dict[str, Any], allow_mixed: bool) -> None:
+    from loadersearch import hardware as hw
+
+    stored = study.user_attrs.get("hardware")
+    if not stored:
+        return
+    if hasattr(hw, "check_compatible"):
+        hw.check_compatible(stored, hardware, allow_mixed=allow_mixed)
+        return
+    diffs = hw.differences(stored, hardware)
+    if diffs and not allow_mixed:
+        raise StudyError(
+            f"study {study.study_name!r} was measured on other hardware ({'; '.join(diffs)}); "
+            "its numbers would not compare. Start a new study with --study NAME."
+        )
+
+
+def settings_from_study(study: optuna.Study, **changes: Any) -> StudySettings:
+    """Rebuild the settings stored in a study (for a worker joining it)."""
+    from loadersearch.config import MeasurePlan, WorkloadSpec
+
+    spec = study.user_attrs.get("spec")
+    if not spec:
+        raise StudyError(f"study {study.study_name!r} has no loadersearch spec to join.")
+    base = StudySettings(
+        workload=WorkloadSpec.from_dict(spec["workload"]),
+        plan=MeasurePlan.from_dict(spec["plan"]),
+        space=SearchSpace.from_dict(spec["space"]),
+        study_name=study.study_name,
+        pruner=study.user_attrs.get("pruner", "wilcoxon"),
+        epochs_planned=study.user_attrs.get("epochs_planned", 300),
+        confirm_rounds=study.user_attrs.get("confirm_rounds", 3),
+    )
+    return dataclasses.replace(base, **changes)
+
+
+def ensure_probe(
+    study: optuna.Study,
+    settings: StudySettings,
+    hardware: dict[str, Any],
+    *,
+    measure_fn: MeasureFn,
+    progress: Progress,
+) -> ProbeResult:
+    """The stored probe result, or a new probe (stored) when the study has none."""
+    stored = study.user_attrs.get("probe")
+    if stored:
+        return ProbeResult.from_dict(stored)
+    w = settings.workload
+    if not settings.probe:
+        probe = ProbeResult(max_batch=None, skipped="disabled")
+    elif "batch_size" in settings.space.fixed():
+        probe = ProbeResult(max_batch=None, skipped="batch_size is fixed")
+    elif uses_cuda(w, hardware) or (w.emulated and w.vram_cap):
+        probe = probe_max_batch(
+            w, settings.space.batch_choices(), measure_fn=measure_fn, progress=progress
+        )
+    elif w.emulated:
+        probe = ProbeResult(max_batch=None, skipped="no VRAM cap set for the emulated device")
+    else:
+        probe = ProbeResult(max_batch=None, skipped="no VRAM cap applies on a CPU")
+    study.set_user_attr("probe", probe.to_dict())
+    return probe
+
+
+def bounded_space(space: SearchSpace, probe: ProbeResult) -> SearchSpace:
+    if probe.max_batch is None:
+        return space
+    try:
+        return space.with_batch_bound(probe.max_batch)
+    except SpaceError as e:
+        raise StudyError(str(e)) from e
+
+
+def enqueue_baselines(
+    study: optuna.Study, space: SearchSpace, hardware: dict[str, Any], *, gpu: bool
+) -> list[dict[str, Any]]:
+    """Enqueue the baselines once per study (resume-safe: the study remembers it did)."""
+    stored = study.user_attrs.get("baselines")
+    if stored is not None:
+        return stored
+    rules = baseline_rules(space, hardware, gpu=gpu)
+    for b in rules:
+        study.enqueue_trial(space.params_of(b.config), user_attrs={"baseline": b.name})
+    stored = [{"name": b.name, "rule": b.rule, "config": b.config.to_dict()} for b in rules]
+    study.set_user_attr("baselines", stored)
+    return stored
+
+
+def finished_trials(study: optuna.Study) -> int:
+    from optuna.trial import TrialState
+
+    return len(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED)))
+
+
+def run_study(
+    settings: StudySettings,
+    *,
+    create: bool = True,
+    confirm: bool = True,
+    measure_fn: MeasureFn | None = None,
+    progress: Progress | None = None,
+    hardware: dict[str, Any] | None = None,
+) -> RunOutcome:
+    """Run (or resume, or join) a study until it holds ``settings.trials`` finished trials,
+    then confirm the finalists (when ``confirm``)."""
+    import optuna
+    from optuna.study import MaxTrialsCallback
+    from optuna.trial import TrialState
+
+    from loadersearch.hardware import fingerprint
+
+    hardware = hardware or fingerprint()
+    measure_fn = measure_fn or default_measure()
+    progress = progress or Progress()
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+    study, resumed = open_study(settings, hardware, create=create)
+    if not create:
+        settings = settings_from_study(
+            study,
+            trials=settings.trials,
+            storage=settings.storage,
+            allow_mixed_hardware=settings.allow_mixed_hardware,
+        )
+    for note in getattr(study, "storage_notes", []):
+        progress.notice(note)
+    gpu = uses_cuda(settings.workload, hardware)
+    if settings.workload.kind != "emulated" and not gpu:
+        progress.notice(CPU_NOTICE)
+    if settings.workload.emulated:
+        progress.notice("EMULATED accelerator: results describe a stand-in device, not a GPU.")
+    before = finished_trials(study)
+    progress.study_ready(study, resumed=resumed, finished=before, target=settings.trials)
+
+    probe = ensure_probe(study, settings, hardware, measure_fn=measure_fn, progress=progress)
+    space = bounded_space(settings.space, probe)
+    if settings.baselines:
+        enqueue_baselines(study, space, hardware, gpu=gpu)
+
+    objective = Objective(
+        space, settings.workload, settings.plan, measure_fn=measure_fn, progress=progress
+    )
+
+    def report_end(study_: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
+        progress.trial_end(trial, {"finished": finished_trials(study_)})
+
+    if before < settings.trials:
+        study.optimize(
+            objective,
+            catch=(TrialCrash,),
+            callbacks=[
+                MaxTrialsCallback(
+                    settings.trials, states=(TrialState.COMPLETE, TrialState.PRUNED)
+                ),
+                report_end,
+            ],
+        )
+    ran = finished_trials(study) - before
+
+    confirmation = study.user_attrs.get("confirmation")
+    if confirm and settings.confirm_rounds > 0:
+        if not confirmation_is_current(study, settings.confirm_rounds):
+            confirmation = confirm_study(
+                study, objective, rounds=settings.confirm_rounds, progress=progress
+            )
+    return RunOutcome(
+        study=study,
+        settings=settings,
+        space=space,
+        probe=probe,
+        ran=ran,
+        confirmation=confirmation,
+        resumed=resumed,
+    )

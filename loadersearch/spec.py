@@ -1,0 +1,260 @@
+"""Study specs: what a study measures, read from a TOML file and command-line overrides.
+
+A spec file (``studies/*.toml``) has up to four tables::
+
+    [study]     name, trials, epochs_planned, confirm_rounds, pruner, seed, description
+    [workload]  kind, data, format, img_size, classes, mosaic, device, vram_cap ("6GiB"),
+                emulated_ms = [a, b], emulated_mib = [m0, m1], skip_bad_samples, seed
+    [plan]      epochs, steps, windows_per_epoch, warmup_epochs, timeout_s
+    [space]     num_workers = "0:16", batch_size = "8:64:8" | "pow2:8:128",
+                prefetch_factor = "1:8", pin_memory = "both" | true | false, ...
+    [space.fix] batch_size = 16, ...
+
+:func:`resolve_settings` turns the file, the command-line overrides and this machine into
+:class:`StudySettings`; command-line values win over the file, the file over the defaults.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+from loadersearch.config import MeasurePlan, WorkloadSpec
+from loadersearch.errors import LoaderSearchError
+from loadersearch.search.space import KNOBS, SearchSpace, SpaceError, default_worker_bound
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+PRUNERS = ("wilcoxon", "median", "none")
+_SECTIONS = {
+    "study": {
+        "name",
+        "trials",
+        "epochs_planned",
+        "confirm_rounds",
+        "pruner",
+        "seed",
+        "description",
+    },
+    "workload": {f.name for f in dataclasses.fields(WorkloadSpec)} | {"format", "classes"},
+    "plan": {f.name for f in dataclasses.fields(MeasurePlan)},
+    "space": set(KNOBS) | {"fix"},
+}
+
+
+class SpecError(LoaderSearchError):
+    """A study spec (file or options) cannot be used; the message names the key and the fix."""
+
+
+@dataclass(frozen=True)
+class StudySettings:
+    """Everything a study run needs; the spec part (workload, plan, space) is stored in the
+    study so that a resume or another machine rebuilds the same objective."""
+
+    workload: WorkloadSpec
+    plan: MeasurePlan
+    space: SearchSpace
+    trials: int = 40  # finished trials the study should hold in total
+    study_name: str | None = None  # None = derived from workload and hardware
+    storage: str | None = None  # None = $LOADERSEARCH_STORAGE or the default SQLite file
+    pruner: str = "wilcoxon"  # wilcoxon | median | none
+    confirm_rounds: int = 3  # interleaved re-measurement rounds of the finalists
+    epochs_planned: int = 300  # epochs of the user's real training, for "time saved"
+    seed: int | None = None  # sampler seed
+    baselines: bool = True  # enqueue the three baselines first
+    probe: bool = True  # probe the largest batch that fits the VRAM cap
+    classes: int | None = None  # informational: classes of the user's dataset
+    description: str = ""
+    source: str | None = None  # the spec file, if any
+    allow_mixed_hardware: bool = False  # join a study created on another hardware class
+
+    def spec_dict(self) -> dict[str, Any]:
+        """The part that must not change inside one study."""
+        return {
+            "workload": self.workload.to_dict(),
+            "plan": self.plan.to_dict(),
+            "space": self.space.to_dict(),
+        }
+
+
+@dataclass
+class Overrides:
+    """Values given on the command line (None = not given)."""
+
+    study: dict[str, Any] = field(default_factory=dict)
+    workload: dict[str, Any] = field(default_factory=dict)
+    plan: dict[str, Any] = field(default_factory=dict)
+    space_ranges: dict[str, str] = field(default_factory=dict)
+    space_fixed: dict[str, str] = field(default_factory=dict)
+
+
+def parse_size(text: str | int | float | None) -> int | None:
+    """Bytes from ``"6GiB"``, ``"6 GB"``, ``"512MiB"``, ``6442450944`` (None stays None)."""
+    if text is None or text == "":
+        return None
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        return int(text)
+    match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([kmgt]?i?b?)\s*", str(text), re.IGNORECASE)
+    if not match:
+        raise SpecError(f"cannot read the size {text!r}; write e.g. 6GiB, 512MiB or 4GB.")
+    number, unit = float(match.group(1)), match.group(2).lower().rstrip("b")
+    powers = {"": 0, "k": 1, "m": 2, "g": 3, "t": 4}
+    base = 1024 if unit.endswith("i") else 1000
+    scale = base ** powers[unit.rstrip("i")] if unit else 1
+    return int(number * scale)
+
+
+def load_spec_file(path: str) -> dict[str, Any]:
+    """Read and check a spec file's tables (unknown tables or keys are errors)."""
+    try:
+        with open(path, "rb") as f:
+            data = tomllib.load(f)
+    except FileNotFoundError as e:
+        raise SpecError(f"study spec {path} not found; see studies/*.toml for examples.") from e
+    except tomllib.TOMLDecodeError as e:
+        raise SpecError(f"study spec {path} is not valid TOML: {e}.") from e
+    for section, table in data.items():
+        if section not in _SECTIONS:
+            raise SpecError(
+                f"study spec {path}: unknown table [{section}]; use "
+                f"{', '.join(f'[{s}]' for s in _SECTIONS)}."
+            )
+        if not isinstance(table, dict):
+            raise SpecError(f"study spec {path}: {section} must be a table ([{section}]).")
+        unknown = set(table) - _SECTIONS[section]
+        if unknown:
+            raise SpecError(
+                f"study spec {path}: unknown key(s) {', '.join(sorted(unknown))} in "
+                f"[{section}]; known keys: {', '.join(sorted(_SECTIONS[section]))}."
+            )
+    return data
+
+
+def resolve_settings(
+    spec_file: str | None,
+    overrides: Overrides,
+    *,
+    hardware: dict[str, Any],
+    storage: str | None = None,
+) -> StudySettings:
+    """Merge defaults, the spec file and the command line into :class:`StudySettings`.
+
+    Checks everything (ranges, sizes, the dataset directory) so that a bad input fails before
+    any storage is opened or created."""
+    data = load_spec_file(spec_file) if spec_file else {}
+    base = os.path.dirname(os.path.abspath(spec_file)) if spec_file else os.getcwd()
+    study = {**data.get("study", {}), **_given(overrides.study)}
+    workload_in = {**data.get("workload", {}), **_given(overrides.workload)}
+    plan_in = {**data.get("plan", {}), **_given(overrides.plan)}
+
+    classes = workload_in.pop("classes", None)
+    if "format" in workload_in:
+        workload_in["data_format"] = workload_in.pop("format")
+    if "vram_cap" in workload_in:
+        workload_in["vram_cap"] = parse_size(workload_in["vram_cap"])
+    data_dir = workload_in.get("data")
+    if data_dir:
+        # Relative paths in a spec file are relative to the file; on the command line, to cwd.
+        from_file = "data" not in _given(overrides.workload)
+        path = os.path.join(base, data_dir) if from_file else data_dir
+        path = os.path.abspath(os.path.expanduser(path))
+        if not os.path.isdir(path):
+            raise SpecError(
+                f"dataset directory {path} does not exist; check --data (or [workload] data), "
+                "or run `loadersearch make-dataset` to generate one."
+            )
+        workload_in["data"] = path
+    try:
+        workload = WorkloadSpec(**workload_in)
+    except (TypeError, ValueError) as e:
+        raise SpecError(f"workload: {e}") from e
+
+    gpu = uses_cuda(workload, hardware)
+    cpu_train = workload.kind != "emulated" and not gpu
+    try:
+        plan = MeasurePlan(**{**default_plan(cpu_train=cpu_train).to_dict(), **plan_in})
+    except (TypeError, ValueError) as e:
+        raise SpecError(f"plan: {e}") from e
+
+    space = default_space(hardware, cpu_train=cpu_train)
+    space_in = dict(data.get("space", {}))
+    fixed_in = {k: v for k, v in dict(space_in.pop("fix", {})).items()}
+    try:
+        for knob, text in {**space_in, **overrides.space_ranges}.items():
+            space = space.with_range(knob, _range_text(text))
+        for knob, value in {**fixed_in, **overrides.space_fixed}.items():
+            space = space.with_fixed(knob, value)
+    except SpaceError as e:
+        raise SpecError(str(e)) from e
+
+    trials = int(study.get("trials", 40))
+    if trials < 1:
+        raise SpecError(f"trials must be at least 1 but got {trials}.")
+    pruner = str(study.get("pruner", "wilcoxon"))
+    if pruner not in PRUNERS:
+        raise SpecError(f"unknown pruner {pruner!r}; choose one of {', '.join(PRUNERS)}.")
+    rounds = int(study.get("confirm_rounds", 3))
+    if rounds < 0:
+        raise SpecError(f"confirm_rounds cannot be negative but got {rounds}.")
+    epochs_planned = int(study.get("epochs_planned", 300))
+    if epochs_planned < 1:
+        raise SpecError(f"epochs_planned must be at least 1 but got {epochs_planned}.")
+    extra = {k: study[k] for k in ("baselines", "probe", "allow_mixed_hardware") if k in study}
+    return StudySettings(
+        workload=workload,
+        plan=plan,
+        space=space,
+        trials=trials,
+        study_name=study.get("name"),
+        storage=storage,
+        pruner=pruner,
+        confirm_rounds=rounds,
+        epochs_planned=epochs_planned,
+        seed=study.get("seed"),
+        classes=classes,
+        description=str(study.get("description", "")),
+        source=spec_file,
+        **extra,
+    )
+
+
+def uses_cuda(workload: WorkloadSpec, hardware: dict[str, Any]) -> bool:
+    """Whether the measurement will run on a CUDA device (the emulated device never does)."""
+    if workload.kind == "emulated" or workload.device == "cpu":
+        return False
+    return workload.device == "cuda" or int(hardware.get("gpu_count") or 0) > 0
+
+
+def default_plan(*, cpu_train: bool) -> MeasurePlan:
+    """Short measurements. On a CPU the model is slow (~70 img/s at 128 px on 2 cores), so
+    one-step windows keep a trial to a few seconds and still give the pruner 8 paired
+    windows; elsewhere, 12 windows of 3 steps."""
+    if cpu_train:
+        return MeasurePlan(epochs=2, steps=4, windows_per_epoch=4, warmup_epochs=1, timeout_s=120)
+    return MeasurePlan(epochs=3, steps=12, windows_per_epoch=4, warmup_epochs=1, timeout_s=300)
+
+
+def default_space(hardware: dict[str, Any], *, cpu_train: bool) -> SearchSpace:
+    """The default ranges for this machine (batch sizes smaller on a CPU)."""
+    workers = default_worker_bound(int(hardware.get("cpu_count") or os.cpu_count() or 1))
+    batch = (8, 32) if cpu_train else (8, 128)
+    return SearchSpace(num_workers=(0, workers), batch_size=batch, batch_step=8)
+
+
+def _given(values: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in values.items() if v is not None}
+
+
+def _range_text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list):
+        return ":".join(str(v) for v in value)
+    return str(value)
