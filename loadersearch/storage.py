@@ -488,3 +488,88 @@ def study_hosts(storage: optuna.storages.BaseStorage, study_id: int) -> list[str
     """Distinct host names recorded (trial user attr ``host``) on a study's trials."""
     hosts = {t.user_attrs.get("host") for t in storage.get_all_trials(study_id, deepcopy=False)}
     return sorted(h for h in hosts if isinstance(h, str) and h)
+
+
+class _BudgetReached(Exception):
+    """Another worker claimed the last trial of the budget between our check and our ask."""
+
+
+def _heartbeat_interval(study: optuna.Study) -> int | None:
+    get = getattr(study._storage, "get_heartbeat_interval", None)
+    return get() if get is not None else None
+
+
+def optimize_to_total(
+    study: optuna.Study,
+    objective: Any,
+    total: int,
+    *,
+    states: tuple | None = None,
+    catch: tuple[type[Exception], ...] = (),
+    callbacks: list | None = None,
+    poll_seconds: float | None = None,
+) -> int:
+    """Run ``objective`` until the study holds ``total`` trials in ``states`` (default COMPLETE
+    and PRUNED), counting every worker's trials: ``total`` is the study's budget, shared by
+    all machines, and is not exceeded (``MaxTrialsCallback`` alone overshoots by up to one
+    trial per extra worker). Returns the number of trials this process ran.
+
+    While the remaining budget is taken by trials running elsewhere, this waits (polling every
+    ``poll_seconds``, default 2) instead of stopping, because one of those workers may have
+    died: once its heartbeat is stale its trial is failed and re-queued, and this worker runs
+    it.
+    """
+    import warnings
+
+    import optuna
+    from optuna.trial import TrialState
+
+    counted = tuple(states or (TrialState.COMPLETE, TrialState.PRUNED))
+    interval = _heartbeat_interval(study)
+    # Waiting workers notice the end (or a stale trial) quickly; a count query is cheap.
+    poll = poll_seconds or min(float(interval or 2), 2.0)
+    ran = 0
+    waiting_logged = False
+
+    def ahead_of(number: int) -> int:
+        trials = study.get_trials(deepcopy=False)
+        return sum(
+            t.state in counted or (t.state == TrialState.RUNNING and t.number < number)
+            for t in trials
+        )
+
+    def guarded(trial: optuna.Trial) -> Any:
+        # Close the race between two workers that both saw one trial left and both asked.
+        if ahead_of(trial.number) >= total:
+            trial.set_user_attr("surplus", "budget reached by other workers; not measured")
+            raise _BudgetReached
+        return objective(trial)
+
+    while True:
+        if interval:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+                optuna.storages.fail_stale_trials(study)
+        trials = study.get_trials(deepcopy=False)
+        finished = sum(t.state in counted for t in trials)
+        running = sum(t.state == TrialState.RUNNING for t in trials)
+        if finished >= total:
+            return ran
+        if finished + running >= total:
+            if not interval:  # without heartbeats a dead trial would be waited on forever
+                return ran
+            if not waiting_logged:
+                _logger.warning(
+                    "The rest of the budget (%d of %d trials) is running on other workers; "
+                    "waiting in case one of them dies.",
+                    total - finished,
+                    total,
+                )
+                waiting_logged = True
+            time.sleep(poll)
+            continue
+        waiting_logged = False
+        study.optimize(
+            guarded, n_trials=1, catch=(*catch, _BudgetReached), callbacks=callbacks or []
+        )
+        ran += 1

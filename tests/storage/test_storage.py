@@ -16,6 +16,7 @@ from loadersearch.errors import StorageError
 from loadersearch.storage import (
     filesystem_type,
     open_storage,
+    optimize_to_total,
     redact_url,
     storage_warnings,
     study_hosts,
@@ -130,9 +131,12 @@ def test_a_killed_workers_trial_is_failed_by_its_heartbeat_and_rerun(storage_url
     study = optuna.load_study(study_name=study_name, storage=storage)
     [dead] = study.trials
     assert dead.state == TrialState.RUNNING
-    time.sleep(3.5)  # past the grace period
     seen = []
-    study.optimize(lambda t: seen.append(t.params) or 1.0, n_trials=1)
+    start = time.monotonic()
+    # The budget (1) looks taken by the dead trial: the worker waits until its heartbeat is
+    # stale, then runs the re-queued configuration.
+    ran = optimize_to_total(study, lambda t: seen.append(t.params) or 1.0, 1)
+    assert ran == 1 and time.monotonic() - start >= 1
     first, rerun = study.trials
     assert first.state == TrialState.FAIL
     assert rerun.state == TrialState.COMPLETE
@@ -221,3 +225,25 @@ def test_a_database_that_stays_away_stops_the_run_with_a_clear_redacted_error(
     assert "s3cr3t-pw" not in "".join(traceback.format_exception(info.value))
     proxy.start()
     assert [t.state for t in study.trials][:2] == [TrialState.COMPLETE] * 2
+
+
+def test_concurrent_workers_share_one_budget_exactly(storage_url, study_name):
+    optuna.create_study(study_name=study_name, storage=open_storage(storage_url))
+    ran = []
+
+    def worker():
+        study = optuna.load_study(study_name=study_name, storage=open_storage(storage_url))
+        ran.append(optimize_to_total(study, lambda t: time.sleep(0.1) or _quadratic(t), 7))
+
+    threads = [threading.Thread(target=worker) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    study = optuna.load_study(study_name=study_name, storage=open_storage(storage_url))
+    complete = [t for t in study.trials if t.state == TrialState.COMPLETE]
+    assert len(complete) == 7
+    numbers = [t.number for t in study.trials]
+    assert len(numbers) == len(set(numbers))
+    surplus = [t for t in study.trials if "surplus" in t.user_attrs]
+    assert sum(ran) == 7 + len(surplus) and all(t.state == TrialState.FAIL for t in surplus)
