@@ -28,6 +28,10 @@ _logger = logging.getLogger(__name__)
 
 LOCK_DIR_ENV = "LOADERSEARCH_LOCK_DIR"
 
+# (pid, path) -> nesting depth of the locks this process holds: a nested measurement_lock in
+# the same process is a no-op (a second flock on a new descriptor would wait on ourselves).
+_held: dict[tuple[int, str], int] = {}
+
 
 def lock_path(host: str | None = None) -> str:
     """The lock file of ``host`` (default: this host, see :func:`host_name`)."""
@@ -66,9 +70,18 @@ def measurement_lock(wait: bool = True) -> Iterator[str]:
     """Hold this host's measurement lock for the ``with`` block; yields the lock file path.
 
     When another process holds it: with ``wait`` True, log once and wait; with ``wait``
-    False, raise :class:`StudyError` naming its pid.
+    False, raise :class:`StudyError` naming its pid. Re-entrant within one process: a run
+    that holds the lock throughout (``--no-wait``) measures its trials under it.
     """
     path = lock_path()
+    key = (os.getpid(), path)
+    if _held.get(key):
+        _held[key] += 1
+        try:
+            yield path
+        finally:
+            _held[key] -= 1
+        return
     try:
         fd = _open(path)
     except OSError as e:
@@ -99,7 +112,11 @@ def measurement_lock(wait: bool = True) -> Iterator[str]:
         with contextlib.suppress(OSError):
             os.ftruncate(fd, 0)
             os.pwrite(fd, str(os.getpid()).encode(), 0)
-        yield path
+        _held[key] = 1
+        try:
+            yield path
+        finally:
+            _held.pop(key, None)
     finally:
         # Closing releases the lock; the file stays for the next process.
         os.close(fd)

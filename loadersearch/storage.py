@@ -508,6 +508,7 @@ def optimize_to_total(
     catch: tuple[type[Exception], ...] = (),
     callbacks: list | None = None,
     poll_seconds: float | None = None,
+    trial_attrs: dict[str, Any] | None = None,
 ) -> int:
     """Run ``objective`` until the study holds ``total`` trials in ``states`` (default COMPLETE
     and PRUNED), counting every worker's trials: ``total`` is the study's budget, shared by
@@ -518,13 +519,30 @@ def optimize_to_total(
     ``poll_seconds``, default 2) instead of stopping, because one of those workers may have
     died: once its heartbeat is stale its trial is failed and re-queued, and this worker runs
     it.
+
+    The total is recorded in the study (user attribute ``trials``), so a worker started
+    without ``--trials`` works towards it. Every trial this process runs gets the user
+    attributes ``trial_attrs`` and, when this host's fingerprint differs from the one the
+    study stored (user attribute ``hardware``; a machine that joined with
+    ``--allow-mixed-hardware``), ``hardware_differences``.
     """
     import warnings
 
     import optuna
     from optuna.trial import TrialState
 
+    from loadersearch.hardware import check_compatible, fingerprint
+
     counted = tuple(states or (TrialState.COMPLETE, TrialState.PRUNED))
+    if study.user_attrs.get("trials") != total:
+        study.set_user_attr("trials", total)
+    attrs = dict(trial_attrs or {})
+    stored = study.user_attrs.get("hardware")
+    if stored:
+        # The refusal happened when the study was opened; here the differences are recorded.
+        differences = check_compatible(stored, fingerprint(), allow_mixed=True)
+        if differences:
+            attrs["hardware_differences"] = differences
     interval = _heartbeat_interval(study)
     # Waiting workers notice the end (or a stale trial) quickly; a count query is cheap.
     poll = poll_seconds or min(float(interval or 2), 2.0)
@@ -543,6 +561,8 @@ def optimize_to_total(
         if ahead_of(trial.number) >= total:
             trial.set_user_attr("surplus", "budget reached by other workers; not measured")
             raise _BudgetReached
+        for key, value in attrs.items():
+            trial.set_user_attr(key, value)
         return objective(trial)
 
     while True:

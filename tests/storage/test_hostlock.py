@@ -81,3 +81,21 @@ def test_different_host_identities_do_not_block_each_other(lock_env, monkeypatch
     finally:
         holder.kill()
         holder.wait()
+
+
+def test_the_lock_is_reentrant_within_one_process(lock_env):
+    with measurement_lock(wait=False) as outer:
+        with measurement_lock(wait=False) as inner:
+            assert inner == outer
+        holder = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                "from loadersearch.hostlock import measurement_lock as m\n"
+                "with m(wait=False): pass",
+            ],
+            env=lock_env,
+            capture_output=True,
+            text=True,
+        )
+        assert holder.returncode != 0 and "another loadersearch measurement" in holder.stderr
