@@ -202,7 +202,7 @@ class MeasurePlan:
     windows_per_epoch: int = 2  # each short epoch is cut into this many measurement windows
     warmup_epochs: int = 1  # not measured: cudnn autotune, page cache, allocator growth
     timeout_s: float = 300.0  # wall-clock limit for the whole child, start-up included
-    stall_s: float = 120.0  # no message from the child for this long = a hang (TIMEOUT)
+    stall_s: float = 120.0  # after start-up, no window for this long = a hang (TIMEOUT)
     extra: dict[str, Any] = field(default_factory=dict)  # reserved for workload-specific knobs
 
     def __post_init__(self) -> None:

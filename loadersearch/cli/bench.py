@@ -286,7 +286,7 @@ def bench(
         render(result, spec, plan, Console())
     if not result.ok:
         if not as_json:
-            err.print(f"[bold red]{result.status.upper()}[/] ({result.reason}): {result.message}")
+            click.echo(f"{result.status.upper()} ({result.reason}): {result.message}", err=True)
         sys.exit(EXIT_INFEASIBLE if result.status == "infeasible" else EXIT_ERROR)
 
 

@@ -158,6 +158,7 @@ def _follow(
     deadline = t0 + plan.timeout_s
     last = t0
     phase = "start-up"
+    started = False  # the stall limit applies from "ready" on; start-up has only the timeout
     buf = b""
     while True:
         now = time.monotonic()
@@ -165,13 +166,14 @@ def _follow(
             return _timeout(
                 result, f"the measurement passed its {plan.timeout_s:g} s limit during {phase}"
             )
-        if now - last >= stall:
+        if started and now - last >= stall:
             return _timeout(
                 result,
                 f"no progress for {stall:g} s during {phase}: a DataLoader worker or the "
                 "training loop hung",
             )
-        ready, _, _ = select.select([read_fd], [], [], min(deadline, last + stall) - now)
+        until = min(deadline, last + stall) if started else deadline
+        ready, _, _ = select.select([read_fd], [], [], until - now)
         if not ready:
             continue
         chunk = os.read(read_fd, 65536)
@@ -198,6 +200,7 @@ def _follow(
                 result.emulated = msg["emulated"]
                 result.notes.extend(msg["notes"])
                 phase = "the warm-up"
+                started = True
             elif kind == "warmup":
                 phase = "the warm-up"
             elif kind == "window":

@@ -1,0 +1,13 @@
+"""Fixtures of the measurement tests."""
+
+from __future__ import annotations
+
+import pytest
+
+from loadersearch.config import MeasurePlan
+
+
+@pytest.fixture
+def quick_plan() -> MeasurePlan:
+    """Two short measured epochs of 4 steps, two windows each, after one warm-up epoch."""
+    return MeasurePlan(epochs=2, steps=4, windows_per_epoch=2, warmup_epochs=1, timeout_s=120)
