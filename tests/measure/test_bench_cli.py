@@ -1,0 +1,62 @@
+"""``loadersearch bench``: options, rendering, JSON and exit codes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from click.testing import CliRunner
+from procs import measurement_processes
+
+from loadersearch.cli import cli
+from loadersearch.measure.result import MeasureResult
+
+TINY = ["--img-size", "64", "--device", "cpu", "--epochs", "1", "--steps", "2", "--windows", "1"]
+
+
+def test_prefetch_factor_without_workers_exits_2_with_one_line():
+    result = CliRunner().invoke(cli, ["bench", "--num-workers", "0", "--prefetch-factor", "4"])
+    assert result.exit_code == 2
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1
+    assert "prefetch_factor=4 needs num_workers > 0" in lines[0]
+    assert "Traceback" not in result.output
+
+
+def test_persistent_workers_without_workers_exits_2():
+    result = CliRunner().invoke(cli, ["bench", "--persistent-workers"])
+    assert result.exit_code == 2
+    assert "persistent_workers=True needs num_workers > 0" in result.output
+
+
+def test_help_documents_the_invalid_configuration_decision_and_exit_codes():
+    result = CliRunner().invoke(cli, ["bench", "--help"])
+    assert result.exit_code == 0
+    assert "rejected (exit 2)" in result.output
+    assert "3 infeasible" in result.output
+
+
+def test_bench_module_does_not_import_torch():
+    code = "import sys, loadersearch.cli.bench; assert 'torch' not in sys.modules"
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_json_output_parses_into_a_measure_result(tiny_dataset):
+    args = ["bench", "--data", tiny_dataset, "--workload", "emulated", "--emulated-ms", "5,1"]
+    result = CliRunner().invoke(
+        cli, [*args, "--num-workers", "1", "--batch-size", "2", *TINY, "--json"]
+    )
+    assert result.exit_code == 0, result.output
+    parsed = MeasureResult.from_dict(json.loads(result.stdout))
+    assert parsed.ok and parsed.emulated and len(parsed.windows) == 1
+    assert parsed.config.num_workers == 1
+    assert measurement_processes() == []
+
+
+def test_summary_labels_emulated_results_and_infeasible_exits_3(tiny_dataset):
+    args = ["bench", "--data", tiny_dataset, "--workload", "emulated", "--batch-size", "4"]
+    result = CliRunner().invoke(cli, [*args, *TINY, "--vram-cap", "1GiB"])
+    assert result.exit_code == 3
+    assert "EMULATED" in result.output
+    assert "over the VRAM cap at batch 4" in result.stderr
