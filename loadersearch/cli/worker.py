@@ -4,7 +4,6 @@ from the storage and never creates or changes it."""
 
 from __future__ import annotations
 
-import contextlib
 import sys
 import time
 from typing import TYPE_CHECKING
@@ -71,16 +70,15 @@ def worker(
     from loadersearch.hostlock import measurement_lock
     from loadersearch.report import summarize
 
+    if no_wait:  # refuse now if the host is busy; later trials queue for it as usual
+        with measurement_lock(wait=False):
+            pass
     progress = make_progress(quiet=quiet, target=settings.trials)
     started = time.monotonic()
-    # --no-wait: refuse now if the host is busy, and keep it for this run (the lock is
-    # re-entrant, so each trial's own lock is then a no-op).
-    hold = measurement_lock(wait=False) if no_wait else contextlib.nullcontext()
     try:
-        with hold:
-            outcome = run_study(
-                settings, create=False, confirm=False, progress=progress, hardware=fingerprint()
-            )
+        outcome = run_study(
+            settings, create=False, confirm=False, progress=progress, hardware=fingerprint()
+        )
     finally:
         progress.close()
     render_summary(
