@@ -137,6 +137,13 @@ With --json the result is printed as JSON in every case, with the same exit code
     help="Measurement windows per epoch.",
 )
 @click.option(
+    "--warmup-steps",
+    type=click.IntRange(min=1),
+    default=_PLAN.warmup_steps,
+    show_default=True,
+    help="Batches per warm-up epoch.",
+)
+@click.option(
     "--warmup-epochs",
     type=click.IntRange(min=0),
     default=_PLAN.warmup_epochs,
@@ -202,6 +209,7 @@ def bench(
     steps: int,
     windows: int,
     warmup_epochs: int,
+    warmup_steps: int | None,
     vram_cap: int | None,
     emulated_ms: tuple[float, float] | None,
     emulated_mib: tuple[float, float] | None,
@@ -256,6 +264,7 @@ def bench(
             steps=steps,
             windows_per_epoch=windows,
             warmup_epochs=warmup_epochs,
+            warmup_steps=warmup_steps,
             timeout_s=timeout,
         )
     except ValueError as e:
@@ -307,7 +316,8 @@ def render(result, spec: WorkloadSpec, plan: MeasurePlan, console) -> None:  # n
     info.add_row("config", f"{r.config.label()}   {r.config.snippet()}")
     info.add_row(
         "plan",
-        f"{plan.warmup_epochs} warm-up + {plan.epochs} epochs x {plan.steps} steps, "
+        f"{plan.warmup_epochs} warm-up x {plan.warmup_steps or plan.steps} + {plan.epochs} "
+        f"epochs x {plan.steps} steps, "
         f"{plan.windows_per_epoch} windows/epoch",
     )
     status = "[green]OK[/]" if r.ok else f"[red]{r.status.upper()}[/] ({r.reason}): {r.message}"

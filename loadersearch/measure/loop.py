@@ -13,9 +13,12 @@ synchronised at window edges only, and one message is written per window, nothin
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
+
+import torch
+from torch.utils.data import DataLoader, Sampler
 
 from loadersearch.config import LoaderConfig, MeasurePlan
 from loadersearch.measure.result import Window
@@ -35,18 +38,31 @@ class LoopRecord:
     warmup_s: float = 0.0
 
 
-def make_loader(workload: Any, config: LoaderConfig, plan: MeasurePlan, seed: int) -> Any:
-    import torch
-    from torch.utils.data import DataLoader, RandomSampler
+class ShortEpochSampler(Sampler[int]):
+    """Random indices without replacement, ``num_samples`` per epoch (successive permutations
+    when an epoch is longer than the dataset). ``num_samples`` may change between epochs (the
+    warm-up epoch is shorter); the seed makes every trial draw the same images in order."""
 
-    generator = torch.Generator()
-    generator.manual_seed(seed)
-    sampler = RandomSampler(
-        workload.dataset,
-        replacement=False,
-        num_samples=plan.steps * config.batch_size,
-        generator=generator,
-    )
+    def __init__(self, dataset_len: int, num_samples: int, seed: int) -> None:
+        self.dataset_len = dataset_len
+        self.num_samples = num_samples
+        self.generator = torch.Generator()
+        self.generator.manual_seed(seed)
+
+    def __iter__(self) -> Iterator[int]:
+        left = self.num_samples
+        while left > 0:
+            take = torch.randperm(self.dataset_len, generator=self.generator)[:left].tolist()
+            yield from take
+            left -= len(take)
+
+    def __len__(self) -> int:
+        return self.num_samples
+
+
+def make_loader(workload: Any, config: LoaderConfig, sampler: ShortEpochSampler) -> DataLoader:
+    """The DataLoader of ``config`` over the workload's dataset, as a training script builds it
+    (``shuffle=True`` is the sampler; ``drop_last=True``)."""
     return DataLoader(
         workload.dataset,
         sampler=sampler,
@@ -61,8 +77,6 @@ class _Clock:
     """Device synchronisation and host->device copy timing (CUDA events, read at edges)."""
 
     def __init__(self, device: Any, cuda: bool) -> None:
-        import torch
-
         self.torch = torch
         self.device = device
         self.cuda = cuda
@@ -109,16 +123,21 @@ def run_loop(
     on_measuring: Callable[[bool], None] = lambda measuring: None,
 ) -> LoopRecord:
     """Run the warm-up and the measured epochs; ``on_window`` gets each window as it ends."""
-    loader = make_loader(workload, config, plan, seed)
+    sampler = ShortEpochSampler(len(workload.dataset), plan.steps * config.batch_size, seed)
+    loader = make_loader(workload, config, sampler)
     clock = _Clock(workload.device, workload.cuda)
     non_blocking = bool(config.pin_memory and workload.cuda)
-    edges = window_edges(plan.steps, plan.windows_per_epoch)
+    measured_edges = window_edges(plan.steps, plan.windows_per_epoch)
+    warmup_steps = plan.warmup_steps or plan.steps
     step_fn = workload.step
     record = LoopRecord()
     index = 0
     warm_t0 = time.perf_counter()
     for epoch in range(plan.warmup_epochs + plan.epochs):
         measured = epoch >= plan.warmup_epochs
+        steps = plan.steps if measured else warmup_steps
+        edges = measured_edges if measured else [steps]
+        sampler.num_samples = steps * config.batch_size
         if measured and epoch == plan.warmup_epochs:
             record.warmup_s = time.perf_counter() - warm_t0
             on_measuring(True)
@@ -174,10 +193,8 @@ def run_loop(
         clock.sync()
         t_end = time.perf_counter()
         del it
-        if step != plan.steps:
-            raise RuntimeError(
-                f"the loader gave {step} batches in an epoch instead of {plan.steps}"
-            )
+        if step != steps:
+            raise RuntimeError(f"the loader gave {step} batches in an epoch instead of {steps}")
         if measured:
             on_window(
                 _window(
