@@ -104,14 +104,25 @@ def _pair(ctx: click.Context, param: click.Parameter, value: str | None) -> tupl
     help="Epochs of your real training, for the time saved (default 300).",
 )
 @click.option("--no-baselines", is_flag=True, help="Do not enqueue the baselines first.")
+@click.option(
+    "--no-probe",
+    is_flag=True,
+    help="Do not probe the largest batch under the VRAM cap (over-cap trials become infeasible).",
+)
 @click.option("--seed", type=int, help="Sampler seed.")
 @click.option(
     "--allow-mixed-hardware",
     is_flag=True,
     help="Resume a study created on another hardware class anyway.",
 )
+@click.option(
+    "--no-wait",
+    is_flag=True,
+    help="Exit at once if another loadersearch measurement is running on this host, "
+    "instead of waiting for it.",
+)
 @click.option("--quiet", "-q", is_flag=True, help="Only the answer.")
-def run(spec_file: str | None, quiet: bool, **opts: Any) -> None:
+def run(spec_file: str | None, quiet: bool, no_wait: bool, **opts: Any) -> None:
     """Search the DataLoader settings with the most training images/s.
 
     Each trial measures one configuration in a fresh process; slow ones are pruned; every
@@ -141,6 +152,7 @@ def run(spec_file: str | None, quiet: bool, **opts: Any) -> None:
         "epochs_planned": opts["epochs_planned"],
         "seed": opts["seed"],
         "baselines": False if opts["no_baselines"] else None,
+        "probe": False if opts["no_probe"] else None,
         "allow_mixed_hardware": True if opts["allow_mixed_hardware"] else None,
     }
     overrides.workload = {
@@ -169,9 +181,13 @@ def run(spec_file: str | None, quiet: bool, **opts: Any) -> None:
 
     from loadersearch.cli._progress import make_progress
     from loadersearch.cli.report import render_summary
+    from loadersearch.hostlock import measurement_lock
     from loadersearch.report import summarize
     from loadersearch.search.study import run_study
 
+    if no_wait:  # refuse now if the host is busy; later trials queue for it as usual
+        with measurement_lock(wait=False):
+            pass
     progress = make_progress(quiet=quiet, target=settings.trials)
     started = time.monotonic()
     try:

@@ -1,10 +1,11 @@
 """A study from start to answer: open or create it, probe the batch bound, enqueue the
-baselines, run the trials with ``study.optimize`` (heartbeats only work there), confirm.
+baselines, run the trials with ``study.optimize`` (heartbeats only work there; through
+:func:`loadersearch.storage.optimize_to_total`), confirm.
 
 :func:`run_study` is the one entry point; ``loadersearch run`` calls it with ``create=True``,
 a worker joining an existing study calls it with ``create=False`` and the settings rebuilt by
 :func:`settings_from_study`. ``--trials N`` is the study's total over every resume and machine
-(``MaxTrialsCallback`` counts COMPLETE and PRUNED trials in the storage).
+(COMPLETE and PRUNED trials in the storage).
 
 Study user attributes (what a resume or a worker needs, and what the report shows):
 ``spec`` (workload, plan, space), ``workload_description``, ``hardware`` (creator's
@@ -318,10 +319,9 @@ def run_study(
     """Run (or resume, or join) a study until it holds ``settings.trials`` finished trials,
     then confirm the finalists (when ``confirm``)."""
     import optuna
-    from optuna.study import MaxTrialsCallback
-    from optuna.trial import TrialState
 
     from loadersearch.hardware import fingerprint
+    from loadersearch.storage import optimize_to_total
 
     hardware = hardware or fingerprint()
     measure_fn = measure_fn or default_measure()
@@ -359,15 +359,9 @@ def run_study(
         progress.trial_end(trial, {"finished": finished_trials(study_)})
 
     if before < settings.trials:
-        study.optimize(
-            objective,
-            catch=(TrialCrash,),
-            callbacks=[
-                MaxTrialsCallback(
-                    settings.trials, states=(TrialState.COMPLETE, TrialState.PRUNED)
-                ),
-                report_end,
-            ],
+        # The budget is the study's total, shared exactly by every worker on every machine.
+        optimize_to_total(
+            study, objective, settings.trials, catch=(TrialCrash,), callbacks=[report_end]
         )
     ran = finished_trials(study) - before
 

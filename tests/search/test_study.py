@@ -1,0 +1,145 @@
+"""End-to-end studies on the emulated accelerator, with real measuring processes."""
+
+from __future__ import annotations
+
+import os
+
+import optuna
+from optuna.trial import TrialState
+from search_helpers import EmulatedStudy, run_cli
+
+from loadersearch.search.space import KNOBS
+
+
+def _load(study: EmulatedStudy) -> optuna.Study:
+    return optuna.load_study(study_name=study.name, storage=study.storage)
+
+
+def test_a_small_study_creates_the_sqlite_database(emulated_study: EmulatedStudy) -> None:
+    assert os.path.getsize(emulated_study.db_path) > 0
+    assert "Paste into your training code" in emulated_study.first.output
+    assert "DataLoader(dataset" in emulated_study.first.output
+    assert "EMULATED" in emulated_study.first.output
+
+
+def test_rerunning_with_more_trials_adds_exactly_the_difference(
+    emulated_study: EmulatedStudy,
+) -> None:
+    study = _load(emulated_study)
+    finished = study.get_trials(states=(TrialState.COMPLETE, TrialState.PRUNED))
+    assert len(finished) == 8
+    assert "resuming, 6 of 8 trials finished" in emulated_study.second.output
+
+
+def test_trials_carry_the_five_parameters_and_the_measurement(
+    emulated_study: EmulatedStudy,
+) -> None:
+    study = _load(emulated_study)
+    trials = study.get_trials(states=(TrialState.COMPLETE, TrialState.PRUNED))
+    seen = set().union(*(t.params for t in trials))
+    assert seen == set(KNOBS)
+    for t in trials:
+        if t.params["num_workers"] > 0:
+            assert {"prefetch_factor", "persistent_workers"} <= set(t.params)
+        else:
+            assert "prefetch_factor" not in t.params
+        for key in (
+            "steady_rate",
+            "start_cost_s",
+            "wait_fraction",
+            "window_cv",
+            "host",
+            "status",
+            "emulated",
+            "overhead_s",
+            "peak_vram_bytes",
+            "peak_rss_bytes",
+            "cpu_util_mean",
+            "gpu_util_mean",
+            "nvml_peak_bytes",
+        ):
+            assert key in t.user_attrs, key
+        assert t.user_attrs["emulated"] is True
+
+
+def test_baselines_come_first_with_their_names(emulated_study: EmulatedStudy) -> None:
+    study = _load(emulated_study)
+    names = [study.trials[i].user_attrs.get("baseline") for i in range(3)]
+    assert names == ["pytorch", "article", "ultralytics"]
+    assert sum(1 for t in study.trials if t.user_attrs.get("baseline")) == 3
+
+
+def test_slow_trials_are_pruned_after_the_pruner_saw_enough_windows(
+    emulated_study: EmulatedStudy,
+) -> None:
+    study = _load(emulated_study)
+    pruned = study.get_trials(states=(TrialState.PRUNED,))
+    assert pruned, [(t.params, t.value) for t in study.trials]
+    for t in pruned:
+        assert t.user_attrs["status"] == "pruned"
+        assert 4 <= t.user_attrs["windows_done"] < 8
+        assert t.params["batch_size"] == 8
+
+
+def test_the_study_stores_its_spec_hardware_probe_and_confirmation(
+    emulated_study: EmulatedStudy,
+) -> None:
+    attrs = _load(emulated_study).user_attrs
+    assert attrs["spec"]["workload"]["kind"] == "emulated"
+    assert attrs["hardware"]["cpu_count"] == os.cpu_count()
+    assert attrs["probe"]["skipped"]  # no VRAM cap given: nothing to probe
+    confirmation = attrs["confirmation"]
+    assert confirmation["finished_trials"] == 8
+    assert any(c.get("baseline") for c in confirmation["candidates"])
+    assert {m["round"] for m in confirmation["measurements"]} == {0}
+
+
+def test_a_different_spec_under_the_same_study_name_is_refused(
+    emulated_study: EmulatedStudy, tiny_dataset: str
+) -> None:
+    before = os.stat(emulated_study.db_path).st_mtime_ns
+    result = run_cli(
+        ["run", "--workload", "emulated", "--data", tiny_dataset, "--img-size", "128",
+         "--storage", emulated_study.storage, "--study", "e2e", "--trials", "9"]
+    )  # fmt: skip
+    assert result.exit_code == 2
+    assert "already exists with a different spec" in result.output
+    assert "img_size" in result.output
+    assert os.stat(emulated_study.db_path).st_mtime_ns == before
+
+
+def test_over_the_cap_trials_are_infeasible_not_failed(tiny_dataset: str, tmp_path) -> None:
+    storage = f"sqlite:///{tmp_path / 'cap.db'}"
+    # 600 + 150*batch MiB: batch 8 needs 1.8 GiB and fits 2 GiB; batch 16 needs 3 GiB.
+    result = run_cli(
+        ["run", "--workload", "emulated", "--data", tiny_dataset, "--img-size", "64",
+         "--vram-cap", "2GiB", "--no-probe", "--space", "batch_size=8:16:8",
+         "--space", "num_workers=0:1", "--epochs", "1", "--steps", "2",
+         "--windows-per-epoch", "2", "--warmup-epochs", "0", "--trials", "4",
+         "--confirm-rounds", "0", "--storage", storage, "--study", "cap", "--seed", "0"]
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    study = optuna.load_study(study_name="cap", storage=storage)
+    infeasible = [t for t in study.trials if t.user_attrs.get("status") == "infeasible"]
+    assert len(infeasible) >= 3  # the baselines run at batch 16
+    for t in infeasible:
+        assert t.state == TrialState.COMPLETE and t.value == 0.0
+        assert t.user_attrs["infeasible_reason"] == "vram_cap"
+        assert t.constraints == {"feasible": 1.0}
+    assert not study.get_trials(states=(TrialState.FAIL,))
+
+
+def test_the_probe_bounds_batch_sizes_by_the_emulated_cap(tiny_dataset: str, tmp_path) -> None:
+    storage = f"sqlite:///{tmp_path / 'probe.db'}"
+    result = run_cli(
+        ["run", "--workload", "emulated", "--data", tiny_dataset, "--img-size", "64",
+         "--vram-cap", "3GiB", "--space", "batch_size=8:64:8", "--fix", "num_workers=0",
+         "--epochs", "1", "--steps", "2", "--windows-per-epoch", "2", "--warmup-epochs", "0",
+         "--trials", "1", "--confirm-rounds", "0", "--storage", storage, "--study", "probe"]
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    probe = optuna.load_study(study_name="probe", storage=storage).user_attrs["probe"]
+    # 600 + 150*batch MiB <= 3072 MiB -> batch <= 16.48: the grid's largest is 16.
+    assert probe["max_batch"] == 16
+    assert [p["batch"] for p in probe["probes"]][:2] == [8, 16]
+    assert "largest batch under the cap: 16" in result.output
