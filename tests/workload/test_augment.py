@@ -107,7 +107,8 @@ def test_mosaic_places_four_images_with_their_boxes():
 
 
 def test_hsv_jitter_changes_colours_reproducibly_and_not_with_zero_gains():
-    image, _ = _scene(64, 64, [(0, 0, 0, 32, 64), (2, 32, 0, 64, 64)], background=(90, 140, 60))
+    image = Image.new("RGB", (64, 64), (150, 100, 60))
+    image.paste((60, 120, 180), (32, 0, 64, 64))
     a = aug.hsv_jitter(image, np.random.default_rng(1))
     b = aug.hsv_jitter(image, np.random.default_rng(1))
     assert a.mode == "RGB" and a.size == image.size
@@ -122,3 +123,11 @@ def test_to_tensor_gives_contiguous_uint8_chw():
     t = aug.to_tensor(image)
     assert t.shape == (3, 30, 40) and t.is_contiguous() and str(t.dtype) == "torch.uint8"
     assert t[:, 5, 5].tolist() == [0, 255, 0]
+
+
+def test_hsv_matrix_is_identity_at_unit_gains_and_keeps_gray_gray():
+    np.testing.assert_allclose(aug.hsv_matrix(np.array([1.0, 1.0, 1.0])), np.eye(3), atol=1e-9)
+    m = aug.hsv_matrix(np.array([1.08, 1.6, 0.7]))
+    np.testing.assert_allclose(m @ [100, 100, 100], [70, 70, 70], atol=1e-6)
+    desaturated = aug.hsv_matrix(np.array([1.0, 0.0, 1.0])) @ [200, 50, 50]
+    assert np.ptp(desaturated) < 1e-6
