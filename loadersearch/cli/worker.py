@@ -76,8 +76,11 @@ def worker(
     progress = make_progress(quiet=quiet, target=settings.trials)
     started = time.monotonic()
     try:
+        # The study exists (join_settings checked) and settings are its own, so run_study
+        # loads it, checks its spec and the hardware, and creates nothing. (create=False would
+        # rebuild the settings and enqueue baselines the creator chose not to run.)
         outcome = run_study(
-            settings, create=False, confirm=False, progress=progress, hardware=fingerprint()
+            settings, create=True, confirm=False, progress=progress, hardware=fingerprint()
         )
     finally:
         progress.close()
@@ -131,8 +134,15 @@ def join_settings(
             f"study {study_name!r} does not record its total number of trials; pass --trials N "
             "(the total over every machine)."
         )
+    # A worker adds nothing to the study: the creator enqueued the baselines (or chose not
+    # to) and stored the batch-size probe.
     settings = settings_from_study(
-        study, trials=int(total), storage=url, allow_mixed_hardware=allow_mixed_hardware
+        study,
+        trials=int(total),
+        storage=url,
+        allow_mixed_hardware=allow_mixed_hardware,
+        baselines=False,
+        probe=False,
     )
     hosts = [*study_hosts(rdb, study._study_id), host_name()]
     return settings, storage_warnings(url, hosts)

@@ -1,0 +1,216 @@
+"""End to end: ``loadersearch run`` and ``loadersearch worker`` processes sharing one study on
+the PostgreSQL test server, with the emulated workload on the tiny dataset."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import optuna
+import psutil
+import pytest
+from optuna.trial import TrialState
+
+from loadersearch.storage import open_storage
+
+FAST = [
+    "--workload", "emulated", "--img-size", "64", "--epochs", "1", "--steps", "2",
+    "--windows-per-epoch", "1", "--warmup-epochs", "0", "--no-baselines", "--no-probe",
+    "--confirm-rounds", "0", "--emulated-ms", "1,0.1", "--quiet",
+]  # fmt: skip
+FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
+
+
+@pytest.fixture
+def env(tmp_path):
+    """Environment of the CLI processes: a private lock directory, fast heartbeats."""
+    base = {k: v for k, v in os.environ.items() if k != "LOADERSEARCH_STORAGE"}
+    return {
+        **base,
+        "LOADERSEARCH_LOCK_DIR": str(tmp_path / "locks"),
+        "LOADERSEARCH_HEARTBEAT": "1,3",
+        "LOADERSEARCH_DB_RETRY_SECONDS": "20",
+    }
+
+
+def _cli(args, env, host, **kwargs) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "loadersearch", *args],
+        env={**env, "LOADERSEARCH_HOST": host},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        **kwargs,
+    )
+
+
+def _finish(proc: subprocess.Popen, timeout: float = 240) -> tuple[int, str]:
+    out, err = proc.communicate(timeout=timeout)
+    return proc.returncode, out + err
+
+
+def _study(url, name) -> optuna.Study:
+    return optuna.load_study(study_name=name, storage=open_storage(url, heartbeat=False))
+
+
+def _wait_for(predicate, timeout: float = 120, what: str = "") -> None:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        try:
+            if predicate():
+                return
+        except KeyError:  # the study does not exist yet
+            pass
+        time.sleep(0.3)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _create(url, name, data, env, trials: int, host: str = "node-a") -> None:
+    code, out = _finish(
+        _cli(
+            [
+                "run",
+                "--study",
+                name,
+                "--storage",
+                url,
+                "--trials",
+                str(trials),
+                "--data",
+                data,
+                *FAST,
+            ],
+            env,
+            host,
+        )  # fmt: skip
+    )
+    assert code == 0, out
+
+
+def test_two_workers_on_two_hosts_share_one_budget_exactly(
+    postgres_url, study_name, tiny_dataset, env
+):
+    total = 6
+    started = time.monotonic()
+    first = _cli(
+        ["run", "--study", study_name, "--storage", postgres_url, "--trials", str(total),
+         "--data", tiny_dataset, *FAST], env, "node-a",
+    )  # fmt: skip
+    _wait_for(lambda: _study(postgres_url, study_name).trials, what="the study's first trial")
+    second = _cli(["worker", "--study", study_name, "--storage", postgres_url], env, "node-b")
+    for proc in (first, second):
+        code, out = _finish(proc)
+        assert code == 0, out
+    elapsed = time.monotonic() - started
+    trials = _study(postgres_url, study_name).trials
+    finished = [t for t in trials if t.state in FINISHED]
+    assert len(finished) == total
+    assert len({t.number for t in trials}) == len(trials)
+    assert {t.user_attrs["host"] for t in finished} == {"node-a", "node-b"}
+    print(f"two workers, {total} trials: {elapsed:.1f} s")
+
+
+def _kill_tree(proc: subprocess.Popen) -> None:
+    """SIGKILL a CLI process and its measuring children: a machine that lost power."""
+    tree = [psutil.Process(proc.pid), *psutil.Process(proc.pid).children(recursive=True)]
+    for p in tree:
+        try:
+            p.send_signal(signal.SIGKILL)
+        except psutil.NoSuchProcess:
+            pass
+    proc.communicate()
+
+
+def test_a_killed_worker_s_trial_is_re_run_by_a_new_worker_and_counts_stay_exact(
+    postgres_url, study_name, tiny_dataset, env
+):
+    total = 3
+    _create(postgres_url, study_name, tiny_dataset, env, trials=1)
+    victim = _cli(
+        ["worker", "--study", study_name, "--storage", postgres_url, "--trials", str(total)],
+        env,
+        "node-a",
+    )
+
+    def running():
+        return [
+            t for t in _study(postgres_url, study_name).trials if t.state == TrialState.RUNNING
+        ]
+
+    _wait_for(running, what="a running trial")
+    [dead] = running()
+    _kill_tree(victim)
+    code, out = _finish(
+        _cli(
+            ["worker", "--study", study_name, "--storage", postgres_url, "--trials", str(total)],
+            env,
+            "node-b",
+        )  # fmt: skip
+    )
+    assert code == 0, out
+    trials = _study(postgres_url, study_name).trials
+    assert len([t for t in trials if t.state in FINISHED]) == total
+    failed = trials[dead.number]
+    assert failed.state == TrialState.FAIL
+    [rerun] = [t for t in trials if t.system_attrs.get("failed_trial") == dead.number]
+    assert rerun.state in FINISHED and rerun.params == failed.params
+    assert rerun.user_attrs["host"] == "node-b"
+
+
+def test_a_different_hardware_class_is_refused_unless_allowed_and_then_recorded(
+    postgres_url, study_name, tiny_dataset, env
+):
+    _create(postgres_url, study_name, tiny_dataset, env, trials=1)
+    study = _study(postgres_url, study_name)
+    creator = study.user_attrs["hardware"]
+    study.set_user_attr("hardware", {**creator, "gpu_model": "NVIDIA H100", "gpu_count": 8})
+    join = ["worker", "--study", study_name, "--storage", postgres_url, "--trials", "2"]
+    code, out = _finish(_cli(join, env, "node-b"))
+    assert code == 2
+    assert "gpu_model: study NVIDIA H100, this host none" in out
+    assert "gpu_count" in out and "--allow-mixed-hardware" in out
+    assert len(_study(postgres_url, study_name).trials) == 1  # nothing measured
+    code, out = _finish(_cli([*join, "--allow-mixed-hardware"], env, "node-b"))
+    assert code == 0, out
+    joined = _study(postgres_url, study_name).trials[-1]
+    assert joined.state in FINISHED and joined.user_attrs["host"] == "node-b"
+    assert any(d.startswith("gpu_model:") for d in joined.user_attrs["hardware_differences"])
+
+
+def test_a_worker_refuses_a_study_that_does_not_exist_listing_those_that_do(
+    postgres_url, study_name, env
+):
+    optuna.create_study(study_name=study_name, storage=open_storage(postgres_url))
+    code, out = _finish(
+        _cli(["worker", "--study", f"{study_name}-typo", "--storage", postgres_url], env, "n")
+    )
+    assert code == 2
+    assert f"no study named '{study_name}-typo'" in out and study_name in out
+    assert "Traceback" not in out
+
+
+def test_a_second_run_on_the_same_host_does_not_measure_while_the_first_does(
+    postgres_url, study_name, tiny_dataset, env, monkeypatch
+):
+    from loadersearch.hostlock import measurement_lock
+
+    _create(postgres_url, study_name, tiny_dataset, env, trials=1)
+    join = ["worker", "--study", study_name, "--storage", postgres_url, "--trials", "2"]
+    monkeypatch.setenv("LOADERSEARCH_LOCK_DIR", env["LOADERSEARCH_LOCK_DIR"])
+    monkeypatch.setenv("LOADERSEARCH_HOST", "node-a")
+    with measurement_lock(wait=False):  # a measurement in progress on node-a
+        code, out = _finish(_cli([*join, "--no-wait"], env, "node-a"))
+        assert code == 2 and "another loadersearch measurement is running" in out
+        waiting = _cli(join, env, "node-a")
+        time.sleep(8)
+        assert waiting.poll() is None  # still waiting
+        later = _study(postgres_url, study_name).trials[1:]
+        assert all(t.state == TrialState.RUNNING and not t.user_attrs.get("status") for t in later)
+    code, out = _finish(waiting)
+    assert code == 0, out
+    assert "waiting for it" in out
+    assert len([t for t in _study(postgres_url, study_name).trials if t.state in FINISHED]) == 2
