@@ -4,7 +4,9 @@ The child (:mod:`loadersearch.measure.child`) leads its own process group, so th
 DataLoader workers can be killed with it, and reports on a pipe of its own. The parent enforces
 the wall-clock limit and the stall limit, calls ``on_window`` for each window, and after any
 ending (result, error, timeout, prune, Ctrl-C, an exception in ``on_window``) SIGKILLs the
-child's whole process group and reaps it: no process of the measurement is left.
+child's whole process group and reaps it: no process of the measurement is left. Once the
+result is in, nothing the child still does matters, so it is killed at once rather than left
+to shut its workers down (which would overlap the next measurement).
 
 To reap the workers that outlive a killed child, this process makes itself a *child
 subreaper* (Linux ``PR_SET_CHILD_SUBREAPER``) on first use: orphaned workers are re-parented
@@ -40,7 +42,7 @@ from loadersearch.measure.result import (
 
 logger = logging.getLogger(__name__)
 
-EXIT_GRACE_S = 3.0  # after its last message, the child may take this long to exit by itself
+EXIT_GRACE_S = 3.0  # a child that closed its pipe may take this long to exit by itself
 REAP_TIMEOUT_S = 5.0
 _RESULT_FIELDS = (
     "steady_rate",
@@ -215,26 +217,17 @@ def _follow(
                 for name in _RESULT_FIELDS:
                     setattr(result, name, msg.get(name))
                 result.status = OK
-                _wait_exit(proc)
                 return None
             elif kind == "error":
                 result.status = msg["status"]
                 result.reason = msg["reason"]
                 result.message = msg["message"]
                 logger.debug("measurement failed in the child:\n%s", msg.get("traceback", ""))
-                _wait_exit(proc)
                 return None
 
 
 def _timeout(result: MeasureResult, message: str) -> None:
     result.status, result.reason, result.message = INFEASIBLE, TIMEOUT, message
-
-
-def _wait_exit(proc: subprocess.Popen) -> None:
-    try:
-        proc.wait(timeout=EXIT_GRACE_S)
-    except subprocess.TimeoutExpired:
-        logger.debug("the measuring child did not exit within %g s; killing it", EXIT_GRACE_S)
 
 
 def _kill_group(proc: subprocess.Popen) -> None:

@@ -20,6 +20,7 @@ from loadersearch.measure.result import (
     BAD_SAMPLE,
     ERROR,
     INFEASIBLE,
+    KILLED,
     OK,
     PRUNED,
     TIMEOUT,
@@ -55,7 +56,13 @@ def test_measurement_reports_consistent_windows_and_projection(
     tiny_dataset, quick_plan, kind, workers
 ):
     config = LoaderConfig(num_workers=workers, batch_size=2)
-    spec = _spec(tiny_dataset, kind, emulated_ms=(30.0, 0.0), emulated_mib=(100.0, 10.0))
+    spec = _spec(
+        tiny_dataset,
+        kind,
+        emulated_ms=(30.0, 0.0),
+        emulated_mib=(100.0, 10.0),
+        vram_cap=8 * 2**30,
+    )
     seen = []
     result = measure(spec, config, quick_plan, on_window=lambda w: seen.append(w) is None)
 
@@ -87,6 +94,8 @@ def test_measurement_reports_consistent_windows_and_projection(
         assert result.device.startswith("emulated")
         assert result.peak_vram_bytes == (100 + 10 * 2) * 2**20
         assert any("EMULATED" in n for n in result.notes)
+    else:  # on a CPU the cap cannot apply to a real workload, and the result says so
+        assert any("VRAM cap does not apply" in n for n in result.notes)
     assert measurement_processes() == []
 
 
@@ -157,6 +166,25 @@ def test_wall_clock_limit_cuts_a_slow_measurement(tiny_dataset):
     assert "6 s limit" in result.message
     assert time.monotonic() - t0 < 6 + 5
     assert measurement_processes() == []
+
+
+def test_child_killed_by_sigkill_is_reported_as_killed(tiny_dataset, quick_plan):
+    pids: list[int] = []
+
+    def kill_the_child(procs):
+        os.kill(procs[0].pid, signal.SIGKILL)
+        return True
+
+    result = measure(
+        _spec(tiny_dataset, "emulated", emulated_ms=(50.0, 0.0)),
+        LoaderConfig(num_workers=2, batch_size=2),
+        quick_plan,
+        on_window=_collect_pids(pids, then=kill_the_child),
+    )
+
+    assert (result.status, result.reason) == (INFEASIBLE, KILLED)
+    assert "SIGKILL" in result.message and "OOM killer" in result.message
+    assert len(pids) >= 3 and alive(pids) == []
 
 
 def test_pruning_from_on_window_kills_the_child_and_its_workers(tiny_dataset, quick_plan):
