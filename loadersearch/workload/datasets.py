@@ -265,6 +265,8 @@ def _read_yolo(root: Path, split: str | None, problems: _Problems):
     image_dir = _pick_split_dir(root / "images", split, "YOLO images")
     rel = image_dir.relative_to(root / "images")
     label_dir = root / "labels" / rel
+    if not label_dir.is_dir():
+        log.warning("no label folder %s: every image is a background image", label_dir)
     names = _yolo_names(root)
     nc = len(names) if names else None
     paths, boxes = [], []
