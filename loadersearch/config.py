@@ -141,10 +141,10 @@ class WorkloadSpec:
     device: str = "auto"  # auto | cuda | cpu
     vram_cap: int | None = None  # bytes of device memory a trial may use; None = no cap
     # The emulated accelerator: each batch takes a + b*batch_size ms and m0 + m1*batch_size MiB.
-    # 8 + 14*B ms (~69 img/s at batch 16) is a little faster than the 0-worker loader at 416 px
-    # on a 2-core CPU (~18 ms of CPU per image: ~54 img/s), so the data pipeline matters;
+    # 4 + 7*B ms (~138 img/s at batch 16) is a little faster than the 0-worker loader at 416 px
+    # on this 2-core CPU (~8.5 ms of CPU per image: ~118 img/s), so the data pipeline matters;
     # 600 + 150*B MiB puts the largest batch under an 8 GiB cap at 50.
-    emulated_ms: tuple[float, float] = (8.0, 14.0)
+    emulated_ms: tuple[float, float] = (4.0, 7.0)
     emulated_mib: tuple[float, float] = (600.0, 150.0)
     seed: int = 0
     optimizer: str = "sgd"  # train workload: sgd (momentum 0.937, nesterov) | adamw

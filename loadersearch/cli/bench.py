@@ -312,7 +312,8 @@ def render(result, spec: WorkloadSpec, plan: MeasurePlan, console) -> None:  # n
     info.add_column(style="bold")
     info.add_column()
     info.add_row("device", r.device)
-    info.add_row("data", f"{spec.data or 'embedded default dataset'}")
+    size = f", {r.img_size} px" if r.img_size else ""
+    info.add_row("data", f"{spec.data or 'embedded default dataset'}{size}")
     info.add_row("config", f"{r.config.label()}   {r.config.snippet()}")
     info.add_row(
         "plan",

@@ -73,6 +73,7 @@ class MeasureResult:
     emulated: bool = False  # results of the emulated accelerator are labelled everywhere
     windows: list[Window] = field(default_factory=list)
     dataset_images: int = 0  # images in one full epoch of the user's dataset
+    img_size: int | None = None  # network input the workload used (resolved from None)
     steady_rate: float = 0.0  # images/s between epoch starts
     start_cost_s: float = 0.0  # seconds each epoch start costs beyond the steady state
     objective: float = 0.0  # projected images/s of one full epoch (see measure.projection)

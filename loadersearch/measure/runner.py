@@ -199,6 +199,7 @@ def _follow(
                 result.overhead_s = last - t0
                 result.device = msg["device"]
                 result.dataset_images = msg["dataset_images"]
+                result.img_size = msg["img_size"]
                 result.emulated = msg["emulated"]
                 result.notes.extend(msg["notes"])
                 phase = "the warm-up"
