@@ -493,6 +493,11 @@ def study_hosts(storage: optuna.storages.BaseStorage, study_id: int) -> list[str
 class _BudgetReached(Exception):
     """Another worker claimed the last trial of the budget between our check and our ask."""
 
+    def __init__(self) -> None:
+        super().__init__(
+            "not measured: other workers took the rest of the study's budget at the same moment"
+        )
+
 
 def _heartbeat_interval(study: optuna.Study) -> int | None:
     get = getattr(study._storage, "get_heartbeat_interval", None)
