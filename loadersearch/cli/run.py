@@ -89,6 +89,7 @@ def _pair(ctx: click.Context, param: click.Parameter, value: str | None) -> tupl
 @click.option("--steps", type=click.IntRange(min=1), help="Steps per short epoch.")
 @click.option("--windows-per-epoch", type=click.IntRange(min=1))
 @click.option("--warmup-epochs", type=click.IntRange(min=0))
+@click.option("--warmup-steps", type=click.IntRange(min=1), help="Steps per warm-up epoch.")
 @click.option("--trial-timeout", type=click.FloatRange(min=1), help="Seconds per trial at most.")
 @click.option("--pruner", type=click.Choice(["wilcoxon", "median", "none"]), default=None)
 @click.option(
@@ -172,6 +173,7 @@ def run(spec_file: str | None, quiet: bool, no_wait: bool, **opts: Any) -> None:
         "steps": opts["steps"],
         "windows_per_epoch": opts["windows_per_epoch"],
         "warmup_epochs": opts["warmup_epochs"],
+        "warmup_steps": opts["warmup_steps"],
         "timeout_s": opts["trial_timeout"],
     }
     hardware = fingerprint()

@@ -21,7 +21,7 @@ E2E_OPTIONS = [
     "--steps", "4",
     "--windows-per-epoch", "4",
     "--warmup-epochs", "1",
-    "--confirm-rounds", "1",
+    "--warmup-steps", "2",
     "--seed", "3",
 ]  # fmt: skip
 

@@ -133,13 +133,17 @@ def test_the_probe_bounds_batch_sizes_by_the_emulated_cap(tiny_dataset: str, tmp
     storage = f"sqlite:///{tmp_path / 'probe.db'}"
     result = run_cli(
         ["run", "--workload", "emulated", "--data", tiny_dataset, "--img-size", "64",
-         "--vram-cap", "3GiB", "--space", "batch_size=8:64:8", "--fix", "num_workers=0",
+         "--vram-cap", "3GiB", "--space", "batch_size=pow2:8:64", "--fix", "num_workers=0",
          "--epochs", "1", "--steps", "2", "--windows-per-epoch", "2", "--warmup-epochs", "0",
          "--trials", "1", "--confirm-rounds", "0", "--storage", storage, "--study", "probe"]
     )  # fmt: skip
     assert result.exit_code == 0, result.output
     probe = optuna.load_study(study_name="probe", storage=storage).user_attrs["probe"]
-    # 600 + 150*batch MiB <= 3072 MiB -> batch <= 16.48: the grid's largest is 16.
+    # 600 + 150*batch MiB <= 3072 MiB -> batch <= 16.48: grow 8, 16 (fit), 32 (over).
     assert probe["max_batch"] == 16
-    assert [p["batch"] for p in probe["probes"]][:2] == [8, 16]
+    assert [(p["batch"], p["fits"]) for p in probe["probes"]] == [
+        (8, True),
+        (16, True),
+        (32, False),
+    ]
     assert "largest batch under the cap: 16" in result.output

@@ -1,0 +1,62 @@
+"""`loadersearch run` with bad input: non-zero exit, one clear line, the database untouched."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+
+import optuna
+import pytest
+from click.testing import CliRunner
+
+from loadersearch.cli import cli
+
+
+@pytest.fixture
+def existing_db(tmp_path) -> str:
+    path = tmp_path / "existing.db"
+    study = optuna.create_study(study_name="kept", storage=f"sqlite:///{path}")
+    study.enqueue_trial({"x": 1})
+    return str(path)
+
+
+def _fingerprint(path: str) -> tuple[str, int]:
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest(), os.stat(path).st_mtime_ns
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--workload", "gpu"], "Invalid value for '--workload'"),
+        (["--space", "num_workers=12:2"], "inverted"),
+        (["--space", "workers=2:4"], "unknown knob 'workers'"),
+        (["--fix", "batch_size=big"], "whole numbers"),
+        (["--trials", "0"], "Invalid value for '--trials'"),
+        (["--data", "/nonexistent/dataset"], "dataset directory /nonexistent/dataset does not"),
+        (["--vram-cap", "lots"], "cannot read the size 'lots'"),
+        (["--storage", "postgresql+psycopg://u:secret@127.0.0.1:1/db"], "cannot open"),
+    ],
+)
+def test_bad_input_exits_with_one_line_and_leaves_the_database_alone(
+    existing_db: str, args: list[str], message: str
+) -> None:
+    before = _fingerprint(existing_db)
+    storage = [] if "--storage" in args else ["--storage", f"sqlite:///{existing_db}"]
+    result = CliRunner().invoke(cli, ["run", "--workload", "emulated", *storage, *args])
+    assert result.exit_code == 2, result.output
+    assert message in result.output
+    assert "Traceback" not in result.output
+    assert "secret" not in result.output
+    assert _fingerprint(existing_db) == before
+    errors = [line for line in result.output.splitlines() if line.startswith("Error")]
+    assert len(errors) == 1
+
+
+def test_a_missing_spec_file_is_one_clear_line(tmp_path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("LOADERSEARCH_STORAGE", raising=False)
+    result = CliRunner().invoke(cli, ["run", "--config", "nope.toml"])
+    assert result.exit_code == 2
+    assert "nope.toml not found" in result.output
+    assert not (tmp_path / "studies").exists()
