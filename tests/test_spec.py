@@ -1,0 +1,67 @@
+"""Study specs: TOML files, command-line overrides, sizes."""
+
+from __future__ import annotations
+
+import glob
+import os
+
+import pytest
+
+from loadersearch.spec import Overrides, SpecError, parse_size, resolve_settings
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+HOST = {"cpu_count": 2, "physical_cores": 2, "gpu_count": 0}
+
+
+def test_sizes_read_binary_and_decimal_units() -> None:
+    assert parse_size("6GiB") == 6 * 2**30
+    assert parse_size("512 MiB") == 512 * 2**20
+    assert parse_size("4GB") == 4 * 10**9
+    assert parse_size(1024) == 1024
+    with pytest.raises(SpecError, match="cannot read the size"):
+        parse_size("six gigs")
+
+
+@pytest.mark.parametrize("path", sorted(glob.glob(os.path.join(ROOT, "studies", "*.toml"))))
+def test_shipped_study_specs_load(path: str) -> None:
+    settings = resolve_settings(path, Overrides(), hardware=HOST)
+    assert settings.trials >= 1
+    assert settings.space.num_workers[1] >= 1
+
+
+def test_the_voc_spec_describes_416_px_training_under_a_cap() -> None:
+    path = os.path.join(ROOT, "studies", "yolov4-tiny-voc.toml")
+    settings = resolve_settings(path, Overrides(), hardware=HOST)
+    assert settings.workload.kind == "train" and settings.workload.img_size == 416
+    assert settings.workload.vram_cap == 6 * 2**30
+    assert settings.classes == 20
+
+
+def test_command_line_values_override_the_spec_file(tmp_path) -> None:
+    spec = tmp_path / "s.toml"
+    spec.write_text(
+        '[study]\ntrials = 10\n[workload]\nkind = "emulated"\nimg_size = 320\n'
+        '[space]\nnum_workers = "0:3"\n[space.fix]\nbatch_size = 16\n'
+    )
+    overrides = Overrides(study={"trials": 5}, workload={"img_size": 256})
+    overrides.space_ranges["num_workers"] = "1:2"
+    settings = resolve_settings(str(spec), overrides, hardware=HOST)
+    assert settings.trials == 5
+    assert settings.workload.img_size == 256 and settings.workload.kind == "emulated"
+    assert settings.space.num_workers == (1, 2)
+    assert settings.space.fixed()["batch_size"] == 16
+
+
+def test_unknown_keys_in_a_spec_file_are_named(tmp_path) -> None:
+    spec = tmp_path / "bad.toml"
+    spec.write_text("[workload]\nimage_size = 416\n")
+    with pytest.raises(SpecError, match="unknown key\\(s\\) image_size in \\[workload\\]"):
+        resolve_settings(str(spec), Overrides(), hardware=HOST)
+
+
+def test_a_cpu_without_gpu_gets_the_short_cpu_plan_and_small_batches() -> None:
+    settings = resolve_settings(None, Overrides(), hardware=HOST)
+    assert settings.workload.kind == "train"
+    assert settings.plan.steps * settings.plan.epochs <= 8
+    assert settings.space.batch_size == (8, 32)
+    assert settings.space.num_workers == (0, 4)  # 2 x 2 logical CPUs
