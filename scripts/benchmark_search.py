@@ -67,7 +67,7 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--top", type=int, default=3, help="grid top configurations re-measured")
     p.add_argument("--epochs", type=int, default=2, help="measured short epochs per trial")
     p.add_argument("--steps", type=int, default=6, help="steps per short epoch")
-    p.add_argument("--windows", type=int, default=3, help="windows per short epoch")
+    p.add_argument("--windows", type=int, default=6, help="windows per short epoch")
     p.add_argument("--warmup-steps", type=int, default=3, help="steps of the warm-up epoch")
     p.add_argument("--overhead-sizes", default="10,100,1000", help="pre-filled study sizes")
     p.add_argument("--overhead-trials", type=int, default=8, help="timed trials per size")

@@ -273,6 +273,23 @@ def spread(values: Sequence[float]) -> dict[str, float]:
     }
 
 
+def _log_progress() -> Any:
+    """The search's progress hooks, as log lines (the benchmark runs unattended)."""
+    from loadersearch.search.progress import Progress
+
+    class LogProgress(Progress):
+        def trial_end(self, trial: Any, summary: dict[str, Any]) -> None:
+            _logger.info(
+                "  trial %d %s: %s %s", trial.number, trial.user_attrs.get("config"),
+                trial.state.name, f"{trial.value:.1f}" if trial.value is not None else "",
+            )  # fmt: skip
+
+        def confirm_step(self, label: str, round_: int, result: MeasureResult) -> None:
+            _logger.info("  confirm round %d %s: %.1f", round_, label, result.objective)
+
+    return LogProgress()
+
+
 def run_loadersearch(settings: Any, method: str, *, hardware: dict[str, Any]) -> MethodRun:
     """loadersearch as users run it: :func:`loadersearch.search.study.run_study`, the function
     ``loadersearch run`` calls (study creation, batch probe, baselines enqueued first, TPE,
@@ -282,7 +299,7 @@ def run_loadersearch(settings: Any, method: str, *, hardware: dict[str, Any]) ->
 
     run = MethodRun(method, settings.seed)
     t0_wall, t0 = time.time(), time.perf_counter()
-    outcome = run_study(settings, hardware=hardware)
+    outcome = run_study(settings, hardware=hardware, progress=_log_progress())
     run.wall_s = time.perf_counter() - t0
     run.trials = trials_timeline(outcome.study, t0_wall)
     fixed = outcome.space.fixed()

@@ -275,35 +275,41 @@ def measure_overhead(
         if url is None:
             tmpdir = tempfile.mkdtemp(prefix="ls-bench-overhead-")
             url = f"sqlite:///{os.path.join(tmpdir, 'overhead.db')}"
-        for n in sizes:
-            storage = open_storage(url)
-            name = f"bench-overhead-{n}-{uuid.uuid4().hex[:10]}"
-            study = optuna.create_study(
-                study_name=name,
-                storage=storage,
-                sampler=_timed_sampler(make_sampler(seed)),
-                pruner=make_pruner(),
-                direction="maximize",
-            )
-            try:
+        # One study per backend, grown in place: 10, then 90 more, then 900 more (the timed
+        # trials of the smaller sizes count towards the next one).
+        storage = open_storage(url)
+        name = f"bench-overhead-{uuid.uuid4().hex[:10]}"
+        study = optuna.create_study(
+            study_name=name,
+            storage=storage,
+            sampler=_timed_sampler(make_sampler(seed)),
+            pruner=make_pruner(),
+            direction="maximize",
+        )
+        try:
+            for n in sorted(sizes):
                 t0 = time.perf_counter()
-                study.add_trials(prefill_trials(n, suggest, n_windows=n_windows, seed=seed + n))
+                missing = n - len(study.get_trials(deepcopy=False))
+                if missing > 0:
+                    study.add_trials(
+                        prefill_trials(missing, suggest, n_windows=n_windows, seed=seed + n)
+                    )
                 fill_s = time.perf_counter() - t0
                 parts = time_trials(study, suggest, trials=trials, n_windows=n_windows, seed=seed)
-            finally:
-                try:
-                    optuna.delete_study(study_name=name, storage=storage)
-                except Exception as e:  # leave no half-deleted study silently
-                    _logger.warning("could not delete study %s: %s", name, e)
-                if hasattr(storage, "engine"):
-                    storage.engine.dispose()
-            row = {"backend": backend, "url": redact_url(url), "prefilled": n, "fill_s": fill_s}
-            row.update({f"{k}_s": v for k, v in parts.items()})
-            rows.append(row)
-            _logger.info(
-                "overhead %s n=%d: %.1f ms/trial (sampler %.1f ms)",
-                backend, n, 1e3 * parts["total"], 1e3 * parts["sampler"],
-            )  # fmt: skip
+                row = {"backend": backend, "url": redact_url(url), "prefilled": n}
+                row.update({"fill_s": fill_s, **{f"{k}_s": v for k, v in parts.items()}})
+                rows.append(row)
+                _logger.info(
+                    "overhead %s n=%d: %.1f ms/trial (sampler %.1f ms)",
+                    backend, n, 1e3 * parts["total"], 1e3 * parts["sampler"],
+                )  # fmt: skip
+        finally:
+            try:
+                optuna.delete_study(study_name=name, storage=storage)
+            except Exception as e:  # say so: a leftover study in a shared database
+                _logger.warning("could not delete study %s: %s", name, e)
+            if hasattr(storage, "engine"):
+                storage.engine.dispose()
         if tmpdir:
             import shutil
 
@@ -311,10 +317,15 @@ def measure_overhead(
     return rows
 
 
-def overhead_share(row: dict[str, Any], start_s: float, trial_s: float) -> dict[str, float]:
-    """The study's per-trial cost and the process start as shares of a typical trial."""
+def overhead_share(row: dict[str, Any], start_s: float, measure_s: float) -> dict[str, float]:
+    """The study's per-trial cost, and it plus the measuring child's start, as shares of a
+    typical trial (its measurement's wall time ``measure_s``, ``start_s`` of which is the
+    child's start, plus the study's own cost)."""
     study_s = row["total_s"]
+    trial_s = measure_s + study_s
+    if not trial_s > 0:
+        return {"study_pct": math.nan, "with_start_pct": math.nan}
     return {
-        "study_pct": 100 * study_s / trial_s if trial_s > 0 else math.nan,
-        "with_start_pct": 100 * (study_s + start_s) / trial_s if trial_s > 0 else math.nan,
+        "study_pct": 100 * study_s / trial_s,
+        "with_start_pct": 100 * (study_s + start_s) / trial_s,
     }
