@@ -22,6 +22,7 @@ the throughput, as on a GPU machine whose accelerator outruns its CPUs.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import os
 import shutil
@@ -65,10 +66,13 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--confirm-rounds", type=int, default=2, help="loadersearch's confirmation")
     p.add_argument("--rounds", type=int, default=3, help="interleaved re-measurement rounds")
     p.add_argument("--top", type=int, default=3, help="grid top configurations re-measured")
-    p.add_argument("--epochs", type=int, default=2, help="measured short epochs per trial")
-    p.add_argument("--steps", type=int, default=6, help="steps per short epoch")
-    p.add_argument("--windows", type=int, default=6, help="windows per short epoch")
-    p.add_argument("--warmup-steps", type=int, default=3, help="steps of the warm-up epoch")
+    p.add_argument("--grid-workers", default=None, help="e.g. 0,1,2,4 (default: 0 and powers "
+                   "of two up to 2x the logical CPUs)")  # fmt: skip
+    p.add_argument("--grid-batches", default="8,16,32", help="batch sizes of the grid")
+    p.add_argument("--epochs", type=int, default=None, help="measured short epochs per trial")
+    p.add_argument("--steps", type=int, default=None, help="steps per short epoch")
+    p.add_argument("--windows", type=int, default=None, help="windows per short epoch")
+    p.add_argument("--warmup-steps", type=int, default=None, help="steps of the warm-up epoch")
     p.add_argument("--overhead-sizes", default="10,100,1000", help="pre-filled study sizes")
     p.add_argument("--overhead-trials", type=int, default=8, help="timed trials per size")
     pg = os.environ.get("LOADERSEARCH_TEST_POSTGRES", POSTGRES_DEFAULT)
@@ -107,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     from loadersearch.search.baselines import baselines
     from loadersearch.search.space import SearchSpace
     from loadersearch.search.study import make_pruner, make_sampler
-    from loadersearch.spec import StudySettings, uses_cuda
+    from loadersearch.spec import StudySettings, default_plan, uses_cuda
 
     t_start = time.perf_counter()
     load_start = _load()
@@ -136,18 +140,26 @@ def main(argv: list[str] | None = None) -> int:
             from loadersearch.workload.synthetic import default_dataset
 
             data = default_dataset()
-        gpu_device = "cuda" if args.workload == "train" else "auto"
         workload = WorkloadSpec(
-            kind=args.workload, data=data, img_size=args.img_size, emulated_ms=ms,
-            device=gpu_device if args.workload != "emulated" else "auto",
-        )  # fmt: skip
-        plan = MeasurePlan(
-            epochs=args.epochs, steps=args.steps, windows_per_epoch=args.windows,
-            warmup_epochs=1, warmup_steps=args.warmup_steps, timeout_s=300,
-        )  # fmt: skip
+            kind=args.workload, data=data, img_size=args.img_size, emulated_ms=ms
+        )
+        if workload.emulated:
+            # Short trials: 3 warm-up steps, 2 measured epochs of 6 steps in 1-step windows
+            # (the pruner's paired test can act from the 5th window on).
+            base = MeasurePlan(epochs=2, steps=6, windows_per_epoch=6, warmup_steps=3)
+        else:  # the study's own default plan for this device
+            base = default_plan(cpu_train=not uses_cuda(workload, hardware))
+        given = {"epochs": args.epochs, "steps": args.steps, "windows_per_epoch": args.windows,
+                 "warmup_steps": args.warmup_steps}  # fmt: skip
+        plan = dataclasses.replace(base, **{k: v for k, v in given.items() if v is not None})
         cpus = int(hardware.get("cpu_count") or 1)
-        workers = _grid_workers(cpus)
-        grid = GridSpec(num_workers=workers)
+        workers = (
+            tuple(int(x) for x in args.grid_workers.split(","))
+            if args.grid_workers
+            else _grid_workers(cpus)
+        )
+        batches = tuple(int(x) for x in args.grid_batches.split(","))
+        grid = GridSpec(num_workers=workers, batch_size=batches)
         space = SearchSpace(
             num_workers=(0, workers[-1]), batch_size=(min(grid.batch_size), max(grid.batch_size)),
             batch_step=0, prefetch_factor=(min(grid.prefetch_factor), max(grid.prefetch_factor)),
@@ -191,7 +203,8 @@ def main(argv: list[str] | None = None) -> int:
         # -- (0) overhead of the study itself -------------------------------------------------
         overhead_rows: list[dict[str, Any]] = []
         if not args.skip_overhead:
-            backends: dict[str, str | None] = {"sqlite": None}
+            # sqlite-wal: the same file storage in WAL mode, to size a candidate tuning.
+            backends: dict[str, str | None] = {"sqlite": None, ov.SQLITE_WAL: None}
             if args.postgres:
                 backends["postgresql"] = args.postgres
             overhead_rows = ov.measure_overhead(
