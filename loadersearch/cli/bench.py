@@ -337,17 +337,18 @@ def render(result, spec: WorkloadSpec, plan: MeasurePlan, console) -> None:  # n
         info.add_row("data wait", f"{100 * r.wait_fraction:.0f} % of measured time")
         cpu = f"{r.cpu_util_mean:.0f} % of one core" if r.cpu_util_mean is not None else "n/a"
         info.add_row("CPU", f"{cpu} (trainer + workers)")
-    vram = _fmt_bytes(r.peak_vram_bytes)
-    if r.emulated:
-        vram += " (emulated)"
-    cap = _fmt_bytes(spec.vram_cap) if spec.vram_cap else "none"
-    info.add_row(
-        "memory",
-        f"peak RSS {_fmt_bytes(r.peak_rss_bytes)} (trainer + workers, summed), "
-        f"/dev/shm +{_fmt_bytes(r.shm_peak_bytes)}, VRAM peak {vram}, cap {cap}",
-    )
-    gpu = f"{r.gpu_util_mean:.0f} %" if r.gpu_util_mean is not None else "n/a"
-    info.add_row("NVML", f"{r.nvml}; GPU util {gpu}; process {_fmt_bytes(r.nvml_peak_bytes)}")
+    if r.peak_rss_bytes is not None or r.peak_vram_bytes is not None:
+        vram = _fmt_bytes(r.peak_vram_bytes)
+        if r.emulated:
+            vram += " (emulated)"
+        cap = _fmt_bytes(spec.vram_cap) if spec.vram_cap else "none"
+        info.add_row(
+            "memory",
+            f"peak RSS {_fmt_bytes(r.peak_rss_bytes)} (trainer + workers, summed), "
+            f"/dev/shm +{_fmt_bytes(r.shm_peak_bytes)}, VRAM peak {vram}, cap {cap}",
+        )
+        gpu = f"{r.gpu_util_mean:.0f} %" if r.gpu_util_mean is not None else "n/a"
+        info.add_row("NVML", f"{r.nvml}; GPU util {gpu}; process {_fmt_bytes(r.nvml_peak_bytes)}")
     info.add_row(
         "time",
         f"overhead {r.overhead_s:.1f} s (process start, imports, dataset, model: not in the "
