@@ -275,8 +275,13 @@ def importances(study: optuna.Study) -> tuple[dict[str, float], str]:
         name = "fANOVA"
     except ImportError:
         pass
+    import warnings
+
     try:
-        return optuna.importance.get_param_importances(study, evaluator=evaluator), name
+        with warnings.catch_warnings():
+            # PED-ANOVA warns about conditional knobs seen in few trials; the table says enough.
+            warnings.simplefilter("ignore", UserWarning)
+            return optuna.importance.get_param_importances(study, evaluator=evaluator), name
     except (ValueError, RuntimeError) as e:
         _logger.info("no parameter importance: %s", e)
         return {}, name

@@ -191,7 +191,8 @@ def best(study_name: str | None, storage: str | None, fmt: str) -> None:
 
         raise StudyError(f"study {summary.study!r} has no feasible trial yet.")
     if fmt == "python":
-        click.echo(w.config.snippet())
+        note = "  # EMULATED accelerator result" if summary.emulated else ""
+        click.echo(w.config.snippet() + note)
     elif fmt == "env":
         click.echo("\n".join(env_lines(w.config)))
     else:

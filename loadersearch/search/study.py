@@ -8,8 +8,9 @@ a worker joining an existing study calls it with ``create=False`` and the settin
 (COMPLETE and PRUNED trials in the storage).
 
 Study user attributes (what a resume or a worker needs, and what the report shows):
-``spec`` (workload, plan, space), ``workload_description``, ``hardware`` (creator's
-fingerprint), ``vram_cap``, ``pruner``, ``probe``, ``baselines``, ``confirmation``, ``emulated``.
+``spec`` (workload, plan, space), ``trials`` (the total), ``workload_description``,
+``hardware`` (creator's fingerprint), ``vram_cap``, ``pruner``, ``probe``, ``baselines``,
+``confirmation``, ``emulated``.
 """
 
 from __future__ import annotations
@@ -58,7 +59,7 @@ class RunOutcome:
 def default_study_name(workload: WorkloadSpec, hardware: dict[str, Any]) -> str:
     """e.g. ``yolov4-tiny-train-128-cpu2``, ``yolov4-tiny-emulated-416-voc-cpu16``."""
     gpu = uses_cuda(workload, hardware)
-    img = workload.img_size or (416 if gpu or workload.emulated else 128)
+    img = _img_size(workload, gpu)
     parts = ["yolov4-tiny", workload.kind, str(img)]
     if workload.data:
         parts.append(_slug(workload.data.rstrip("/").split("/")[-1]))
@@ -74,8 +75,7 @@ def default_study_name(workload: WorkloadSpec, hardware: dict[str, Any]) -> str:
 
 def describe_workload(settings: StudySettings, hardware: dict[str, Any]) -> str:
     w = settings.workload
-    gpu = uses_cuda(w, hardware)
-    img = w.img_size or (416 if gpu or w.emulated else 128)
+    img = _img_size(w, uses_cuda(w, hardware))
     text = f"YOLOv4-tiny {w.kind} at {img} px on {w.data or 'the built-in generated dataset'}"
     if w.emulated:
         text += (
@@ -87,6 +87,12 @@ def describe_workload(settings: StudySettings, hardware: dict[str, Any]) -> str:
     if settings.classes:
         text += f", {settings.classes} classes"
     return text
+
+
+def _img_size(workload: WorkloadSpec, gpu: bool) -> int:
+    from loadersearch.workload import resolve_img_size
+
+    return resolve_img_size(workload.kind, "cuda" if gpu else "cpu", workload.img_size)
 
 
 def _slug(text: str) -> str:
@@ -346,10 +352,14 @@ def run_study(
     before = finished_trials(study)
     progress.study_ready(study, resumed=resumed, finished=before, target=settings.trials)
 
+    if create and study.user_attrs.get("trials") != settings.trials:
+        study.set_user_attr("trials", settings.trials)  # the total workers aim at
     probe = ensure_probe(study, settings, hardware, measure_fn=measure_fn, progress=progress)
     space = bounded_space(settings.space, probe)
     if settings.baselines:
         enqueue_baselines(study, space, hardware, gpu=gpu)
+    elif create and "baselines" not in study.user_attrs:
+        study.set_user_attr("baselines", [])  # the creator chose none: workers add none
 
     objective = Objective(
         space, settings.workload, settings.plan, measure_fn=measure_fn, progress=progress

@@ -1,0 +1,63 @@
+"""How each measurement outcome is recorded (an injected measure function stands in for the
+child process, so each outcome is exact and instant; the real one is in test_study.py)."""
+
+from __future__ import annotations
+
+import pytest
+from optuna.trial import TrialState
+
+from loadersearch.config import MeasurePlan, WorkloadSpec
+from loadersearch.errors import DatasetError, StudyError
+from loadersearch.measure.result import BAD_DATASET, CRASH, ERROR, MeasureResult, Window
+from loadersearch.search.objective import window_value
+from loadersearch.search.space import SearchSpace
+from loadersearch.search.study import run_study
+from loadersearch.spec import StudySettings
+
+HOST = {"host": "test", "cpu_count": 2, "physical_cores": 2, "gpu_count": 0}
+
+
+@pytest.fixture(autouse=True)
+def own_lock_dir(tmp_path, monkeypatch) -> None:
+    # Nothing is measured here: do not wait for real measurements elsewhere on this host.
+    monkeypatch.setenv("LOADERSEARCH_LOCK_DIR", str(tmp_path / "locks"))
+
+
+def _settings(tmp_path, trials: int = 3) -> StudySettings:
+    return StudySettings(
+        workload=WorkloadSpec(kind="emulated"),
+        plan=MeasurePlan(epochs=1, steps=2, windows_per_epoch=1),
+        space=SearchSpace(num_workers=(0, 2), batch_size=(8, 16)),
+        trials=trials,
+        study_name="t",
+        storage=f"sqlite:///{tmp_path / 't.db'}",
+        confirm_rounds=0,
+    )
+
+
+def _failing(reason: str):
+    def measure(workload, config, plan, *, on_window=None) -> MeasureResult:
+        return MeasureResult(config=config, status=ERROR, reason=reason, message="it broke")
+
+    return measure
+
+
+def test_a_dataset_error_stops_the_whole_run_with_its_message(tmp_path) -> None:
+    with pytest.raises(DatasetError, match="every trial would fail|Every trial would fail"):
+        run_study(_settings(tmp_path), measure_fn=_failing(BAD_DATASET), hardware=HOST)
+
+
+def test_tool_crashes_are_failed_trials_and_three_in_a_row_stop_the_run(tmp_path) -> None:
+    with pytest.raises(StudyError, match="3 trials in a row crashed"):
+        run_study(_settings(tmp_path, 10), measure_fn=_failing(CRASH), hardware=HOST)
+    import optuna
+
+    study = optuna.load_study(study_name="t", storage=f"sqlite:///{tmp_path / 't.db'}")
+    assert [t.state for t in study.trials] == [TrialState.FAIL] * 3
+
+
+def test_the_pruner_sees_the_window_rate_without_the_epoch_start_cost() -> None:
+    window = Window(index=0, epoch=0, images=32, seconds=2.0, wait_s=1.0, compute_s=1.0,
+                    h2d_s=0.0, start_s=1.0)  # fmt: skip
+    assert window.rate == 16.0
+    assert window_value(window) == 32.0
