@@ -100,22 +100,22 @@ def _slug(text: str) -> str:
 
 
 def make_pruner(name: str, n_windows: int) -> optuna.pruners.BasePruner:
-    """``wilcoxon`` (default): a paired signed-rank test of this trial's windows against the
-    best trial's windows at the same positions; it prunes only when the trial is slower window
-    after window (p < 0.1), so one noisy window cannot prune it, and pairing removes the
-    per-position effects (epoch starts). Tests start after 4 windows (the smallest sample
-    whose one-sided exact p-value can fall under 0.1).
+    """``wilcoxon`` (default): :class:`ClearlySlowerPruner`, a paired signed-rank test of this
+    trial's windows against the best trial's windows at the same positions; it prunes only a
+    trial more than 5% slower window after window (p < 0.1), so one noisy window cannot prune
+    it and near-ties survive to the confirmation. Tests start after 4 windows (the smallest
+    sample whose one-sided exact p-value can fall under 0.1).
     ``median``: MedianPruner after 5 trials and half the windows. ``none``: no pruning."""
     import optuna
+
+    from loadersearch.search.pruner import ClearlySlowerPruner
 
     if name == "none":
         return optuna.pruners.NopPruner()
     if name == "median":
         return optuna.pruners.MedianPruner(n_startup_trials=5, n_warmup_steps=n_windows // 2)
     if name == "wilcoxon":
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            return optuna.pruners.WilcoxonPruner(p_threshold=0.1, n_startup_steps=4)
+        return ClearlySlowerPruner(p_threshold=0.1, margin=0.05, n_startup_steps=4)
     raise StudyError(f"unknown pruner {name!r}; choose wilcoxon, median or none.")
 
 
@@ -345,7 +345,7 @@ def run_study(
     for note in getattr(study, "storage_notes", []):
         progress.notice(note)
     gpu = uses_cuda(settings.workload, hardware)
-    if settings.workload.kind != "emulated" and not gpu:
+    if settings.workload.kind == "train" and not gpu:
         progress.notice(CPU_NOTICE)
     if settings.workload.emulated:
         progress.notice("EMULATED accelerator: results describe a stand-in device, not a GPU.")

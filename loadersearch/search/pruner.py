@@ -1,0 +1,60 @@
+"""A pruner for noisy, paired measurement windows: stop a trial only when it is *clearly*
+slower than the best trial, window for window.
+
+Optuna's ``WilcoxonPruner`` tests "worse than the best at all"; with loader throughput the
+best trial's windows are themselves a lucky draw (machine load drifts between trials), so it
+also prunes near-ties. This one runs the same paired, one-sided Wilcoxon signed-rank test on
+``value - (1 - margin) * best_value`` per window id: a trial is pruned when it is, with
+p < ``p_threshold``, more than ``margin`` slower than the best trial at the same windows.
+Pairing by window id compares like with like (epoch starts fall in the same windows); ranks make
+one wild window unable to decide. Only for maximised objectives.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+import optuna
+
+if TYPE_CHECKING:
+    from optuna.trial import FrozenTrial
+
+
+class ClearlySlowerPruner(optuna.pruners.BasePruner):
+    """Prune when a paired Wilcoxon test says the trial is over ``margin`` slower than the
+    best trial (p < ``p_threshold``), after at least ``n_startup_steps`` shared windows."""
+
+    def __init__(
+        self, *, p_threshold: float = 0.1, margin: float = 0.05, n_startup_steps: int = 4
+    ) -> None:
+        if not 0.0 < p_threshold < 1.0:
+            raise ValueError(f"p_threshold must be between 0 and 1 but got {p_threshold}.")
+        if not 0.0 <= margin < 1.0:
+            raise ValueError(f"margin must be in [0, 1) but got {margin}.")
+        if n_startup_steps < 2:
+            raise ValueError(f"n_startup_steps must be at least 2 but got {n_startup_steps}.")
+        self._p_threshold = p_threshold
+        self._margin = margin
+        self._n_startup_steps = n_startup_steps
+
+    def prune(self, study: optuna.Study, trial: FrozenTrial) -> bool:
+        if study.direction != optuna.study.StudyDirection.MAXIMIZE:
+            raise ValueError("ClearlySlowerPruner is for maximised objectives (images/s).")
+        values = trial.intermediate_values
+        if len(values) < self._n_startup_steps:
+            return False
+        try:
+            best = study.best_trial  # feasible trials only (set_constraint)
+        except ValueError:
+            return False
+        shared = sorted(set(values) & set(best.intermediate_values))
+        if len(shared) < self._n_startup_steps:
+            return False
+        diffs = [values[s] - (1.0 - self._margin) * best.intermediate_values[s] for s in shared]
+        if not all(math.isfinite(d) for d in diffs) or not any(diffs):
+            return False
+        from scipy.stats import wilcoxon
+
+        p = wilcoxon(diffs, alternative="less", zero_method="zsplit").pvalue
+        return bool(p < self._p_threshold)
