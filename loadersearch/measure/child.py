@@ -73,7 +73,12 @@ def run(out: TextIO, spec_json: str) -> int:
 def _measure(out: TextIO, wspec: WorkloadSpec, config: LoaderConfig, plan: MeasurePlan) -> None:
     from loadersearch.measure.loop import run_loop
     from loadersearch.measure.probes import Probes
-    from loadersearch.measure.projection import full_epoch_images, project, window_cv
+    from loadersearch.measure.projection import (
+        full_epoch_images,
+        project,
+        steady_span,
+        window_cv,
+    )
     from loadersearch.workload import create_workload
 
     workload = create_workload(wspec)
@@ -131,6 +136,17 @@ def _measure(out: TextIO, wspec: WorkloadSpec, config: LoaderConfig, plan: Measu
     finally:
         probes.stop()
     proj = project(record.epochs, config.batch_size, config.num_workers, full)
+    late_notes = []
+    if probes.nvml.handle is not None and probes.nvml_peak is None:
+        late_notes.append(
+            "NVML lists no process with this pid (a container's PID namespace?): the "
+            "per-process device memory is unknown; see peak_vram_bytes"
+        )
+    if plan.steps > 1 and steady_span(plan.steps, config.num_workers) == 0:
+        late_notes.append(
+            f"{plan.steps} steps per epoch are too few to separate the steady rate with "
+            f"{config.num_workers} workers: the rate includes the epoch start (use more steps)"
+        )
     seconds = sum(w.seconds for w in windows)
     _send(
         out,
@@ -143,6 +159,7 @@ def _measure(out: TextIO, wspec: WorkloadSpec, config: LoaderConfig, plan: Measu
         wait_fraction=sum(w.wait_s for w in windows) / seconds if seconds > 0 else 0.0,
         warmup_s=record.warmup_s,
         peak_vram_bytes=workload.peak_vram(),
+        notes=late_notes,
         **probes.summary(),
     )
 

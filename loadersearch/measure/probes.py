@@ -122,8 +122,9 @@ class _Nvml:
             pass
         try:
             for proc in pynvml.nvmlDeviceGetComputeRunningProcesses(self.handle):
-                if proc.pid == pid and proc.usedGpuMemory is not None:
-                    used = int(proc.usedGpuMemory)
+                mem = proc.usedGpuMemory
+                if proc.pid == pid and mem is not None and mem < 2**60:  # else "not available"
+                    used = int(mem)
         except pynvml.NVMLError:
             pass
         return util, used

@@ -217,6 +217,7 @@ def _follow(
             elif kind == "result":
                 for name in _RESULT_FIELDS:
                     setattr(result, name, msg.get(name))
+                result.notes.extend(msg.get("notes", []))
                 result.status = OK
                 return None
             elif kind == "error":
