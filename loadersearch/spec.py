@@ -177,13 +177,15 @@ def resolve_settings(
         raise SpecError(f"workload: {e}") from e
 
     gpu = uses_cuda(workload, hardware)
-    cpu_train = workload.kind != "emulated" and not gpu
+    # Short plans and small batches where the CPU does the heavy work: training on a CPU, or
+    # any workload on a host without a GPU (its loader decodes ~50-100 img/s at 416 px).
+    small = not gpu and (workload.kind == "train" or not int(hardware.get("gpu_count") or 0))
     try:
-        plan = MeasurePlan(**{**default_plan(cpu_train=cpu_train).to_dict(), **plan_in})
+        plan = MeasurePlan(**{**default_plan(small=small).to_dict(), **plan_in})
     except (TypeError, ValueError) as e:
         raise SpecError(f"plan: {e}") from e
 
-    space = default_space(hardware, cpu_train=cpu_train)
+    space = default_space(hardware, small=small)
     space_in = dict(data.get("space", {}))
     fixed_in = {k: v for k, v in dict(space_in.pop("fix", {})).items()}
     try:
@@ -232,22 +234,23 @@ def uses_cuda(workload: WorkloadSpec, hardware: dict[str, Any]) -> bool:
     return workload.device == "cuda" or int(hardware.get("gpu_count") or 0) > 0
 
 
-def default_plan(*, cpu_train: bool) -> MeasurePlan:
-    """Short measurements. On a CPU the model is slow (~70 img/s at 128 px on 2 cores, less on
-    a busy machine), so 2 warm-up steps and two short epochs of 4 one-step windows keep a trial
-    to a few seconds and still give the pruner 8 paired windows; elsewhere 3 short epochs of 8
-    steps (MeasurePlan's defaults) cut into 12 windows of 2 steps."""
-    if cpu_train:
+def default_plan(*, small: bool) -> MeasurePlan:
+    """Short measurements. Where the CPU does the heavy work (~70 img/s for training at 128 px
+    on 2 cores, ~50-100 img/s for the loader at 416 px; less on a busy machine), 2 warm-up
+    steps and two short epochs of 4 one-step windows keep a trial to a few seconds and still
+    give the pruner 8 paired windows; elsewhere 3 short epochs of 8 steps (MeasurePlan's
+    defaults) cut into 12 windows of 2 steps."""
+    if small:
         return MeasurePlan(
             epochs=2, steps=4, windows_per_epoch=4, warmup_epochs=1, warmup_steps=2, timeout_s=120
         )
     return MeasurePlan(epochs=3, steps=8, windows_per_epoch=4, warmup_epochs=1, warmup_steps=4)
 
 
-def default_space(hardware: dict[str, Any], *, cpu_train: bool) -> SearchSpace:
-    """The default ranges for this machine (batch sizes smaller on a CPU)."""
+def default_space(hardware: dict[str, Any], *, small: bool) -> SearchSpace:
+    """The default ranges for this machine (batch sizes 8..32 where the CPU does the work)."""
     workers = default_worker_bound(int(hardware.get("cpu_count") or os.cpu_count() or 1))
-    batch = (8, 32) if cpu_train else (8, 128)
+    batch = (8, 32) if small else (8, 128)
     return SearchSpace(num_workers=(0, workers), batch_size=batch, batch_step=8)
 
 
