@@ -61,10 +61,12 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--data", default=None, help="dataset dir (default: the generated VOC-like)")
     p.add_argument("--img-size", type=int, default=416)
     p.add_argument("--emulated-ms", default="20,5", help="a,b: a batch of B takes a + b*B ms")
-    p.add_argument("--budget", type=int, default=16, help="trials per sampled method and seed")
+    p.add_argument("--budget", type=int, default=14, help="trials per sampled method and seed")
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    p.add_argument("--nopruning-seeds", type=int, default=2,
+                   help="how many of --seeds also run loadersearch without pruning")  # fmt: skip
     p.add_argument("--confirm-rounds", type=int, default=2, help="loadersearch's confirmation")
-    p.add_argument("--rounds", type=int, default=3, help="interleaved re-measurement rounds")
+    p.add_argument("--rounds", type=int, default=2, help="interleaved re-measurement rounds")
     p.add_argument("--top", type=int, default=3, help="grid top configurations re-measured")
     p.add_argument("--grid-workers", default=None, help="e.g. 0,1,2,4 (default: 0 and powers "
                    "of two up to 2x the logical CPUs)")  # fmt: skip
@@ -74,7 +76,9 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--windows", type=int, default=None, help="windows per short epoch")
     p.add_argument("--warmup-steps", type=int, default=None, help="steps of the warm-up epoch")
     p.add_argument("--overhead-sizes", default="10,100,1000", help="pre-filled study sizes")
-    p.add_argument("--overhead-trials", type=int, default=8, help="timed trials per size")
+    p.add_argument("--overhead-trials", type=int, default=5, help="timed trials per size")
+    p.add_argument("--overhead-wal", action="store_true",
+                   help="also time SQLite in WAL mode (a candidate storage tuning)")  # fmt: skip
     pg = os.environ.get("LOADERSEARCH_TEST_POSTGRES", POSTGRES_DEFAULT)
     p.add_argument("--postgres", default=pg, help="PostgreSQL URL for the overhead ('' skips)")
     p.add_argument("--skip-overhead", action="store_true")
@@ -144,9 +148,9 @@ def main(argv: list[str] | None = None) -> int:
             kind=args.workload, data=data, img_size=args.img_size, emulated_ms=ms
         )
         if workload.emulated:
-            # Short trials: 3 warm-up steps, 2 measured epochs of 6 steps in 1-step windows
-            # (the pruner's paired test can act from the 5th window on).
-            base = MeasurePlan(epochs=2, steps=6, windows_per_epoch=6, warmup_steps=3)
+            # Short trials: 2 warm-up steps, 2 measured epochs of 4 steps in 1-step windows
+            # (the pruner's paired test can act from the 5th of 8 windows on).
+            base = MeasurePlan(epochs=2, steps=4, windows_per_epoch=4, warmup_steps=2)
         else:  # the study's own default plan for this device
             base = default_plan(cpu_train=not uses_cuda(workload, hardware))
         given = {"epochs": args.epochs, "steps": args.steps, "windows_per_epoch": args.windows,
@@ -183,6 +187,7 @@ def main(argv: list[str] | None = None) -> int:
         "space_desc": space.describe(),
         "budget": args.budget,
         "seeds": args.seeds,
+        "nopruning_seeds": args.seeds[: args.nopruning_seeds],
         "confirm_rounds": args.confirm_rounds,
         "rounds": args.rounds,
         "smoke": args.smoke,
@@ -203,8 +208,9 @@ def main(argv: list[str] | None = None) -> int:
         # -- (0) overhead of the study itself -------------------------------------------------
         overhead_rows: list[dict[str, Any]] = []
         if not args.skip_overhead:
-            # sqlite-wal: the same file storage in WAL mode, to size a candidate tuning.
-            backends: dict[str, str | None] = {"sqlite": None, ov.SQLITE_WAL: None}
+            backends: dict[str, str | None] = {"sqlite": None}
+            if args.overhead_wal:  # the same file storage in WAL mode: a candidate tuning
+                backends[ov.SQLITE_WAL] = None
             if args.postgres:
                 backends["postgresql"] = args.postgres
             overhead_rows = ov.measure_overhead(
@@ -233,9 +239,10 @@ def main(argv: list[str] | None = None) -> int:
             with lock.hold():
                 runs.append(run_loadersearch(settings(seed, "wilcoxon"), LOADERSEARCH,
                                              hardware=hardware))  # fmt: skip
-            with lock.hold():
-                runs.append(run_loadersearch(settings(seed, "none"), NOPRUNING,
-                                             hardware=hardware))  # fmt: skip
+            if seed in args.seeds[: args.nopruning_seeds]:
+                with lock.hold():
+                    runs.append(run_loadersearch(settings(seed, "none"), NOPRUNING,
+                                                 hardware=hardware))  # fmt: skip
             with lock.hold():
                 runs.append(run_random(
                     space, workload, plan, budget=args.budget, seed=seed, storage=sqlite_url,
