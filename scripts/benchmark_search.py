@@ -45,7 +45,13 @@ from loadersearch.bench_search.compare import (
     run_random,
     run_rules,
 )
-from loadersearch.bench_search.report import LOADERSEARCH, NOPRUNING, summarise, write_results
+from loadersearch.bench_search.report import (
+    LOADERSEARCH,
+    NOPRUNING,
+    summarise,
+    targets,
+    write_results,
+)
 from loadersearch.config import LoaderConfig, MeasurePlan, WorkloadSpec
 
 log = logging.getLogger("benchmark_search")
@@ -82,6 +88,8 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     pg = os.environ.get("LOADERSEARCH_TEST_POSTGRES", POSTGRES_DEFAULT)
     p.add_argument("--postgres", default=pg, help="PostgreSQL URL for the overhead ('' skips)")
     p.add_argument("--skip-overhead", action="store_true")
+    p.add_argument("--render", metavar="JSON", help="only re-write the table and plot of an "
+                   "earlier run's results.json into --out")  # fmt: skip
     return p.parse_args(argv)
 
 
@@ -103,6 +111,14 @@ def _grid_workers(cpus: int) -> tuple[int, ...]:
 
 def main(argv: list[str] | None = None) -> int:
     args = _args(argv)
+    if args.render:
+        import json
+
+        summary = json.loads(Path(args.render).read_text())
+        summary["targets"] = targets(summary)
+        paths = write_results(summary, Path(args.out))
+        print(paths["markdown"].read_text())
+        return 0
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(name)s: %(message)s", datefmt="%H:%M:%S"
     )

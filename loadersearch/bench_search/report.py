@@ -85,7 +85,7 @@ def summarise(
         "overhead": overhead,
     }  # fmt: skip
     summary["speedups"] = _speedups(per_run, stats)
-    summary["targets"] = _targets(summary)
+    summary["targets"] = targets(summary)
     return summary
 
 
@@ -106,7 +106,7 @@ def _verdict(ok: bool | None) -> str:
     return "n/a" if ok is None else ("PASS" if ok else "MISS")
 
 
-def _targets(s: dict[str, Any]) -> list[dict[str, Any]]:
+def targets(s: dict[str, Any]) -> list[dict[str, Any]]:
     m = s["methods"]
     out: list[dict[str, Any]] = []
     ls, nop, rnd = m.get(LOADERSEARCH), m.get(NOPRUNING), m.get(RANDOM)
@@ -181,7 +181,8 @@ def markdown(s: dict[str, Any]) -> str:
         "",
         f"Grid (ground truth): {meta.get('grid_desc', '?')}. Search space of the sampled methods: "
         f"{meta.get('space_desc', '?')}; budget {meta.get('budget', '?')} trials, seeds "
-        f"{meta.get('seeds', '?')}.",
+        f"{meta.get('seeds', '?')} (without pruning: {meta.get('nopruning_seeds', '?')}); "
+        f"loadersearch confirms its finalists over {meta.get('confirm_rounds', '?')} rounds.",
         "",
         f"Grid optimum (re-measured, median of {meta.get('rounds', '?')} interleaved rounds): "
         f"**{opt['label']}**, {opt['remeasured']:.1f} img/s. Noise: median CV of the "
