@@ -135,6 +135,7 @@ class WorkloadSpec:
     kind: str = "train"  # train | loader | emulated (see DESIGN.md "Workloads")
     data: str | None = None  # dataset directory; None = the embedded generated default
     data_format: str | None = None  # yolo | voc | coco; None = detect from the directory
+    data_split: str | None = None  # e.g. train2017; None = the only or the "train" split
     img_size: int | None = None  # network input; None = 416 on CUDA, 128 on a CPU
     mosaic: bool = False  # 4-image mosaic augmentation (p=0.5); decodes 4-5 JPEGs a sample
     skip_bad_samples: bool = False  # count and skip unreadable samples instead of failing

@@ -43,7 +43,8 @@ _SECTIONS = {
         "seed",
         "description",
     },
-    "workload": {f.name for f in dataclasses.fields(WorkloadSpec)} | {"format", "classes"},
+    "workload": {f.name for f in dataclasses.fields(WorkloadSpec)}
+    | {"format", "split", "classes"},
     "plan": {f.name for f in dataclasses.fields(MeasurePlan)},
     "space": set(KNOBS) | {"fix"},
 }
@@ -157,6 +158,8 @@ def resolve_settings(
     classes = workload_in.pop("classes", None)
     if "format" in workload_in:
         workload_in["data_format"] = workload_in.pop("format")
+    if "split" in workload_in:
+        workload_in["data_split"] = workload_in.pop("split")
     if "vram_cap" in workload_in:
         workload_in["vram_cap"] = parse_size(workload_in["vram_cap"])
     data_dir = workload_in.get("data")

@@ -481,7 +481,35 @@ def open_storage(
         _float_env(RETRY_ENV, DEFAULT_RETRY_SECONDS) if retry_seconds is None else retry_seconds
     )
     storage.warnings = storage_warnings(url)
+    if path is not None and not any("network file system" in w for w in storage.warnings):
+        _use_sqlite_wal(storage.engine)
     return storage
+
+
+def _use_sqlite_wal(engine: Any) -> None:
+    """Write-ahead logging and ``synchronous=NORMAL`` on a local SQLite file.
+
+    Each trial writes ~40 small transactions (parameters, one intermediate value per window,
+    ~25 user attributes); in SQLite's default rollback-journal mode each one fsyncs the file
+    several times, which made the study's own overhead ~0.7 s a trial (benchmark_search:
+    25 user attributes 429 ms -> 55 ms with WAL). WAL keeps readers (optuna-dashboard) from
+    blocking the writer too. It needs shared memory between the processes using the file,
+    so it is skipped on a network file system (where SQLite is unsafe anyway).
+    """
+    from sqlalchemy import event, text
+
+    def _pragmas(dbapi_connection: Any, _record: Any) -> None:
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.close()
+
+    event.listen(engine, "connect", _pragmas)
+    engine.dispose()  # connections opened before the listener get it on reconnect
+    try:
+        with engine.connect() as conn:  # persistent in the file: once is enough
+            conn.execute(text("PRAGMA journal_mode=WAL"))
+    except Exception as e:  # a busy or read-only file keeps its mode; still correct
+        _logger.debug("could not switch %s to WAL: %s", engine.url, e)
 
 
 def study_hosts(storage: optuna.storages.BaseStorage, study_id: int) -> list[str]:

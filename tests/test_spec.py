@@ -65,3 +65,24 @@ def test_a_cpu_without_gpu_gets_the_short_cpu_plan_and_small_batches() -> None:
     assert settings.plan.steps * settings.plan.epochs <= 8
     assert settings.space.batch_size == (8, 32)
     assert settings.space.num_workers == (0, 4)  # 2 x 2 logical CPUs
+
+
+def test_a_spec_split_reaches_the_workload_and_the_measured_dataset(
+    tmp_path, tiny_dataset
+) -> None:
+    import shutil
+
+    from loadersearch.workload.datasets import open_dataset
+
+    root = tmp_path / "splits"
+    for split in ("train", "val"):
+        shutil.copytree(f"{tiny_dataset}/images", root / "images" / split)
+        shutil.copytree(f"{tiny_dataset}/labels", root / "labels" / split)
+    (root / "images" / "val" / sorted(os.listdir(root / "images" / "val"))[0]).unlink()
+    spec = tmp_path / "s.toml"
+    spec.write_text(f'[workload]\nkind = "loader"\ndata = "{root}"\nsplit = "val"\n')
+    settings = resolve_settings(str(spec), Overrides(), hardware=HOST)
+    assert settings.workload.data_split == "val"
+    w = settings.workload
+    ds = open_dataset(w.data, w.data_format, img_size=64, split=w.data_split)
+    assert len(ds) == len(os.listdir(f"{tiny_dataset}/images")) - 1

@@ -87,6 +87,11 @@ With --json the result is printed as JSON in every case, with the same exit code
     help="Dataset layout; detected from the directory when omitted.",
 )
 @click.option(
+    "--data-split",
+    default=None,
+    help="Split to use when the dataset holds several (e.g. train, train2017).",
+)
+@click.option(
     "--workload",
     type=click.Choice(WORKLOADS),
     default="train",
@@ -198,6 +203,7 @@ With --json the result is printed as JSON in every case, with the same exit code
 def bench(
     data: str | None,
     data_format: str | None,
+    data_split: str | None,
     workload: str,
     num_workers: int,
     batch_size: int,
@@ -251,6 +257,7 @@ def bench(
             kind=workload,
             data=data,
             data_format=data_format,
+            data_split=data_split,
             img_size=img_size,
             mosaic=mosaic,
             skip_bad_samples=skip_bad_samples,

@@ -60,10 +60,15 @@ def _pair(ctx: click.Context, param: click.Parameter, value: str | None) -> tupl
     help="Dataset directory (YOLO, VOC or COCO layout; default: the built-in generated dataset).",
 )
 @click.option(
+    "--data-format",
     "--format",
     "data_format",
     type=click.Choice(["yolo", "voc", "coco"]),
     help="Dataset layout (default: detected).",
+)
+@click.option(
+    "--data-split",
+    help="Split to use when the dataset holds several (e.g. train, train2017).",
 )
 @click.option("--img-size", type=int, help="Network input size (default 416 on CUDA, 128 on CPU).")
 @click.option("--device", type=click.Choice(["auto", "cuda", "cpu"]), default=None)
@@ -160,6 +165,7 @@ def run(spec_file: str | None, quiet: bool, no_wait: bool, **opts: Any) -> None:
         "kind": opts["workload"],
         "data": opts["data"],
         "data_format": opts["data_format"],
+        "data_split": opts["data_split"],
         "img_size": opts["img_size"],
         "device": opts["device"],
         "vram_cap": opts["vram_cap"],

@@ -143,6 +143,7 @@ def create_workload(spec: WorkloadSpec) -> Workload:
         mosaic=spec.mosaic,
         skip_bad_samples=spec.skip_bad_samples,
         seed=spec.seed,
+        split=spec.data_split,
     )
     label = _device_label(device_type)
     peak_vram: Callable[[], int | None] = (

@@ -247,3 +247,12 @@ def test_concurrent_workers_share_one_budget_exactly(storage_url, study_name):
     assert len(numbers) == len(set(numbers))
     surplus = [t for t in study.trials if "surplus" in t.user_attrs]
     assert sum(ran) == 7 + len(surplus) and all(t.state == TrialState.FAIL for t in surplus)
+
+
+def test_local_sqlite_storage_uses_write_ahead_logging(tmp_path):
+    import sqlite3
+
+    path = tmp_path / "wal.db"
+    open_storage(f"sqlite:///{path}")
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
