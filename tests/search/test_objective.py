@@ -61,3 +61,35 @@ def test_the_pruner_sees_the_window_rate_without_the_epoch_start_cost() -> None:
                     h2d_s=0.0, start_s=1.0)  # fmt: skip
     assert window.rate == 16.0
     assert window_value(window) == 32.0
+
+
+def test_a_repeated_configuration_reuses_the_measurement_instead_of_measuring_again(
+    tmp_path,
+) -> None:
+    import optuna
+
+    calls = []
+
+    def measure(workload, config, plan, *, on_window=None) -> MeasureResult:
+        calls.append(config)
+        window = Window(index=0, epoch=0, images=16, seconds=0.1, wait_s=0.0, compute_s=0.1,
+                        h2d_s=0.0)  # fmt: skip
+        on_window(window)
+        return MeasureResult(config=config, status="ok", windows=[window], objective=160.0,
+                             steady_rate=160.0)  # fmt: skip
+
+    import dataclasses
+
+    settings = dataclasses.replace(
+        _settings(tmp_path, trials=3),
+        space=SearchSpace(num_workers=(0, 0), batch_size=(8, 8), pin_memory=(False,)),
+        baselines=False,
+    )
+    run_study(settings, measure_fn=measure, hardware=HOST)
+
+    study = optuna.load_study(study_name="t", storage=settings.storage)
+    assert len(calls) == 1
+    first, *repeats = study.trials
+    assert all(t.state == TrialState.COMPLETE and t.value == 160.0 for t in study.trials)
+    assert [t.user_attrs.get("repeat_of") for t in repeats] == [first.number] * 2
+    assert all(t.intermediate_values == first.intermediate_values for t in repeats)
