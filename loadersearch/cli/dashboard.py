@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import click
 
+from loadersearch.cli._options import storage_option
+
 
 @click.command("dashboard")
-@click.option(
-    "--storage",
-    help="Optuna storage URL (default $LOADERSEARCH_STORAGE or "
-    "sqlite:///studies/loadersearch.db).",
-)
+@storage_option
 @click.option(
     "--host",
     default="127.0.0.1",

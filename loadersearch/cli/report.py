@@ -8,6 +8,7 @@ import shlex
 
 import click
 
+from loadersearch.cli._options import storage_option, study_option
 from loadersearch.report import Summary
 
 
@@ -115,12 +116,8 @@ def render_summary(
 
 
 @click.command("report")
-@click.option("--study", "study_name", help="Study name (default: the only one in the storage).")
-@click.option(
-    "--storage",
-    help="Optuna storage URL (default $LOADERSEARCH_STORAGE or "
-    "sqlite:///studies/loadersearch.db).",
-)
+@study_option()
+@storage_option
 @click.option(
     "--out",
     "out_dir",
@@ -167,12 +164,8 @@ def report(study_name: str | None, storage: str | None, out_dir: str | None, top
 
 
 @click.command("best")
-@click.option("--study", "study_name", help="Study name (default: the only one in the storage).")
-@click.option(
-    "--storage",
-    help="Optuna storage URL (default $LOADERSEARCH_STORAGE or "
-    "sqlite:///studies/loadersearch.db).",
-)
+@study_option()
+@storage_option
 @click.option(
     "--format",
     "fmt",

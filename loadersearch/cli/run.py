@@ -9,6 +9,12 @@ from typing import Any
 
 import click
 
+from loadersearch.cli._options import (
+    allow_mixed_hardware_option,
+    no_wait_option,
+    storage_option,
+    study_option,
+)
 from loadersearch.config import WORKLOADS
 
 _SPACE_HELP = (
@@ -41,12 +47,8 @@ def _pair(ctx: click.Context, param: click.Parameter, value: str | None) -> tupl
     help="Finished trials the study should hold in total (default 40); a resumed "
     "study runs only the difference.",
 )
-@click.option("--study", "study_name", help="Study name (default: from workload and hardware).")
-@click.option(
-    "--storage",
-    help="Optuna storage URL (default $LOADERSEARCH_STORAGE or "
-    "sqlite:///studies/loadersearch.db).",
-)
+@study_option("Study name (default: from workload and hardware).")
+@storage_option
 @click.option(
     "--workload",
     type=click.Choice(WORKLOADS),
@@ -116,17 +118,8 @@ def _pair(ctx: click.Context, param: click.Parameter, value: str | None) -> tupl
     help="Do not probe the largest batch under the VRAM cap (over-cap trials become infeasible).",
 )
 @click.option("--seed", type=int, help="Sampler seed.")
-@click.option(
-    "--allow-mixed-hardware",
-    is_flag=True,
-    help="Resume a study created on another hardware class anyway.",
-)
-@click.option(
-    "--no-wait",
-    is_flag=True,
-    help="Exit at once if another loadersearch measurement is running on this host, "
-    "instead of waiting for it.",
-)
+@allow_mixed_hardware_option
+@no_wait_option
 @click.option("--quiet", "-q", is_flag=True, help="Only the answer.")
 def run(spec_file: str | None, quiet: bool, no_wait: bool, **opts: Any) -> None:
     """Search the DataLoader settings with the most training images/s.

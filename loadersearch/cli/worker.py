@@ -10,17 +10,20 @@ from typing import TYPE_CHECKING
 
 import click
 
+from loadersearch.cli._options import (
+    allow_mixed_hardware_option,
+    no_wait_option,
+    storage_option,
+    study_option,
+)
+
 if TYPE_CHECKING:
     from loadersearch.spec import StudySettings
 
 
 @click.command("worker")
-@click.option("--study", "study_name", required=True, help="Name of the study to join.")
-@click.option(
-    "--storage",
-    help="Optuna storage URL shared by every machine, e.g. "
-    "postgresql+psycopg://USER@HOST/DB (default $LOADERSEARCH_STORAGE).",
-)
+@study_option("Name of the study to join.", required=True)
+@storage_option
 @click.option(
     "--trials",
     type=click.IntRange(min=1),
@@ -28,18 +31,8 @@ if TYPE_CHECKING:
     help="Finished trials the study should hold in total, over all machines (default: the "
     "total it was started with).",
 )
-@click.option(
-    "--allow-mixed-hardware",
-    is_flag=True,
-    help="Join even if this machine's GPU model or CPU count differs from the study "
-    "creator's; each trial records its host and the differences.",
-)
-@click.option(
-    "--no-wait",
-    is_flag=True,
-    help="Exit at once if another loadersearch measurement is running on this host, "
-    "instead of waiting for it.",
-)
+@allow_mixed_hardware_option
+@no_wait_option
 @click.option("--quiet", "-q", is_flag=True, help="Only the summary.")
 def worker(
     study_name: str,
