@@ -73,7 +73,12 @@ def _pair(ctx: click.Context, param: click.Parameter, value: str | None) -> tupl
     help="Split to use when the dataset holds several (e.g. train, train2017).",
 )
 @click.option("--img-size", type=int, help="Network input size (default 416 on CUDA, 128 on CPU).")
-@click.option("--device", type=click.Choice(["auto", "cuda", "cpu"]), default=None)
+@click.option(
+    "--device",
+    type=click.Choice(["auto", "cuda", "cpu"]),
+    default=None,
+    help="Where the train/loader workloads run (default auto: CUDA when present).",
+)
 @click.option("--vram-cap", help="GPU memory a trial may use, e.g. 6GiB.")
 @click.option("--emulated-ms", callback=_pair, help="Emulated step time A,B: A + B*batch ms.")
 @click.option("--emulated-mib", callback=_pair, help="Emulated memory M0,M1: M0 + M1*batch MiB.")
@@ -94,11 +99,23 @@ def _pair(ctx: click.Context, param: click.Parameter, value: str | None) -> tupl
 @click.option("--space", "ranges", multiple=True, metavar="KNOB=RANGE", help=_SPACE_HELP)
 @click.option("--epochs", type=click.IntRange(min=1), help="Measured short epochs per trial.")
 @click.option("--steps", type=click.IntRange(min=1), help="Steps per short epoch.")
-@click.option("--windows-per-epoch", type=click.IntRange(min=1))
-@click.option("--warmup-epochs", type=click.IntRange(min=0))
+@click.option(
+    "--windows-per-epoch",
+    type=click.IntRange(min=1),
+    help="Measurement windows per short epoch: the steps the pruner compares.",
+)
+@click.option(
+    "--warmup-epochs", type=click.IntRange(min=0), help="Unmeasured warm-up epochs (default 1)."
+)
 @click.option("--warmup-steps", type=click.IntRange(min=1), help="Steps per warm-up epoch.")
 @click.option("--trial-timeout", type=click.FloatRange(min=1), help="Seconds per trial at most.")
-@click.option("--pruner", type=click.Choice(["wilcoxon", "median", "none"]), default=None)
+@click.option(
+    "--pruner",
+    type=click.Choice(["wilcoxon", "median", "none"]),
+    default=None,
+    help="wilcoxon (default): prune a trial only when it is clearly (>5%, p<0.1) slower than "
+    "the best, window by window; median: Optuna's MedianPruner; none: no pruning.",
+)
 @click.option(
     "--confirm-rounds",
     type=click.IntRange(min=0),
