@@ -8,9 +8,11 @@ import pytest
 from loadersearch.search.pruner import ClearlySlowerPruner
 
 
-def _study_with_best(values: list[float]) -> optuna.Study:
+def _study_with_best(values: list[float], window_cv: float | None = None) -> optuna.Study:
     study = optuna.create_study(direction="maximize", pruner=ClearlySlowerPruner())
     trial = study.ask()
+    if window_cv is not None:
+        trial.set_user_attr("window_cv", window_cv)
     for step, value in enumerate(values):
         trial.report(value, step)
     study.tell(trial, sum(values) / len(values))
@@ -39,6 +41,19 @@ def test_a_near_tie_within_the_margin_is_not_pruned() -> None:
 def test_one_terrible_window_among_good_ones_does_not_prune() -> None:
     study = _study_with_best([100, 80, 100, 80, 100, 80])
     assert _pruned_after(study, [10, 85, 104, 82, 101, 83]) is None
+
+
+def test_a_noisy_best_trial_widens_the_margin_so_a_near_tie_survives() -> None:
+    slower_by_10_percent = [90, 72, 90, 72, 90, 72]
+    assert _pruned_after(_study_with_best([100, 80] * 3), slower_by_10_percent) == 4
+    assert (
+        _pruned_after(_study_with_best([100, 80] * 3, window_cv=0.09), slower_by_10_percent)
+        is None
+    )
+    slower_by_30_percent = [70, 56, 70, 56, 70, 56]
+    assert (
+        _pruned_after(_study_with_best([100, 80] * 3, window_cv=0.09), slower_by_30_percent) == 4
+    )
 
 
 def test_arguments_are_checked_when_the_pruner_is_built() -> None:
