@@ -102,8 +102,9 @@ def _slug(text: str) -> str:
 def make_pruner(name: str, n_windows: int) -> optuna.pruners.BasePruner:
     """``wilcoxon`` (default): :class:`ClearlySlowerPruner`, a paired signed-rank test of this
     trial's windows against the best trial's windows at the same positions; it prunes only a
-    trial more than 5% slower window after window (p < 0.1), so one noisy window cannot prune
-    it and near-ties survive to the confirmation. Tests start after 4 windows (the smallest
+    trial more than 5% slower window after window (p < 0.1; the margin widens to 1.5x the best
+    trial's window CV on a noisy machine), so one noisy window cannot prune it and near-ties
+    survive to the confirmation. Tests start after 4 windows (the smallest
     sample whose one-sided exact p-value can fall under 0.1).
     ``median``: MedianPruner after 5 trials and half the windows. ``none``: no pruning."""
     import optuna
