@@ -186,8 +186,9 @@ def summarize(study: optuna.Study) -> Summary:
                 "baseline": ua.get("baseline"),
                 "reason": ua.get("infeasible_reason") or ua.get("reason"),
                 "steady_rate": ua.get("steady_rate"),
-                "wait_fraction": ua.get("wait_fraction"),
-                "window_cv": ua.get("window_cv"),
+                # A pruned measurement stops before its figures are computed.
+                "wait_fraction": ua.get("wait_fraction") if key != "pruned" else None,
+                "window_cv": ua.get("window_cv") if key != "pruned" else None,
                 "peak_vram_bytes": ua.get("peak_vram_bytes"),
                 "host": ua.get("host"),
             }

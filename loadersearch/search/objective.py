@@ -217,6 +217,7 @@ class Objective:
             if key not in ("host", "baseline"):
                 trial.set_user_attr(key, value)
         trial.set_user_attr("repeat_of", previous.number)
+        trial.set_user_attr("wall_s", 0.0)  # nothing was measured: no time spent
         feasible = previous.user_attrs.get("feasible", True)
         trial.set_constraint(CONSTRAINT, 0.0 if feasible else 1.0)
         _logger.info("trial %d repeats trial %d: its measurement reused", trial.number,
