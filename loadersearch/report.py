@@ -69,15 +69,10 @@ def open_study(storage: str | None = None, study: str | None = None) -> optuna.S
     """Load a study (``study`` may be omitted when the storage holds exactly one)."""
     import optuna
 
-    from loadersearch.storage import open_storage, redact_url, resolve_storage_url
+    from loadersearch.storage import open_existing_storage, redact_url, resolve_storage_url
 
     url = resolve_storage_url(storage)
-    if url.startswith("sqlite:///") and not os.path.exists(url[len("sqlite:///") :]):
-        raise StudyError(
-            f"no study database at {redact_url(url)}; run `loadersearch run` first or pass "
-            "--storage."
-        )
-    rdb = open_storage(url, heartbeat=False)
+    rdb = open_existing_storage(url)
     names = [s.study_name for s in rdb.get_all_studies()]
     if study is None:
         if len(names) != 1:

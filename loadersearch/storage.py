@@ -512,6 +512,21 @@ def _use_sqlite_wal(engine: Any) -> None:
         _logger.debug("could not switch %s to WAL: %s", engine.url, e)
 
 
+def open_existing_storage(url: str | None = None) -> optuna.storages.RDBStorage:
+    """Open a storage that must already hold studies (for ``report``, ``best``, ``dashboard``):
+    a SQLite URL whose file does not exist is refused instead of creating an empty database."""
+    from loadersearch.errors import StudyError
+
+    url = resolve_storage_url(url)
+    path = sqlite_path(url)
+    if path is not None and not os.path.exists(path):
+        raise StudyError(
+            f"no study database at {redact_url(url)}; run `loadersearch run` first or pass "
+            "--storage."
+        )
+    return open_storage(url, heartbeat=False)
+
+
 def study_hosts(storage: optuna.storages.BaseStorage, study_id: int) -> list[str]:
     """Distinct host names recorded (trial user attr ``host``) on a study's trials."""
     hosts = {t.user_attrs.get("host") for t in storage.get_all_trials(study_id, deepcopy=False)}

@@ -18,20 +18,12 @@ from loadersearch.cli._options import storage_option
 @click.option("--port", type=click.IntRange(1, 65535), default=8080, show_default=True)
 def dashboard(storage: str | None, host: str, port: int) -> None:
     """Open the studies in optuna-dashboard (Ctrl-C stops it)."""
-    import os
-
     from optuna_dashboard import run_server
 
-    from loadersearch.errors import StudyError
-    from loadersearch.storage import open_storage, redact_url, resolve_storage_url
+    from loadersearch.storage import open_existing_storage, redact_url, resolve_storage_url
 
     url = resolve_storage_url(storage)
-    if url.startswith("sqlite:///") and not os.path.exists(url[len("sqlite:///") :]):
-        raise StudyError(
-            f"no study database at {redact_url(url)}; run `loadersearch run` first or pass "
-            "--storage."
-        )
-    rdb = open_storage(url, heartbeat=False)
+    rdb = open_existing_storage(url)
     shown = "localhost" if host in ("127.0.0.1", "0.0.0.0") else host
     click.echo(f"optuna-dashboard on {redact_url(url)}: http://{shown}:{port}/ (Ctrl-C stops it)")
     run_server(rdb, host=host, port=port)
