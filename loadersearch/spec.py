@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import re
 import sys
 from dataclasses import dataclass, field
 from typing import Any
 
 from loadersearch.config import MeasurePlan, WorkloadSpec
+from loadersearch.config import parse_size as config_parse_size
 from loadersearch.errors import LoaderSearchError
 from loadersearch.search.space import KNOBS, SearchSpace, SpaceError, default_worker_bound
 
@@ -97,19 +97,14 @@ class Overrides:
 
 
 def parse_size(text: str | int | float | None) -> int | None:
-    """Bytes from ``"6GiB"``, ``"6 GB"``, ``"512MiB"``, ``6442450944`` (None stays None)."""
+    """Bytes from ``"6GiB"``, ``"6 GB"``, ``"512MiB"``, ``6442450944`` (None stays None); see
+    :func:`loadersearch.config.parse_size`."""
     if text is None or text == "":
         return None
-    if isinstance(text, (int, float)) and not isinstance(text, bool):
-        return int(text)
-    match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([kmgt]?i?b?)\s*", str(text), re.IGNORECASE)
-    if not match:
-        raise SpecError(f"cannot read the size {text!r}; write e.g. 6GiB, 512MiB or 4GB.")
-    number, unit = float(match.group(1)), match.group(2).lower().rstrip("b")
-    powers = {"": 0, "k": 1, "m": 2, "g": 3, "t": 4}
-    base = 1024 if unit.endswith("i") else 1000
-    scale = base ** powers[unit.rstrip("i")] if unit else 1
-    return int(number * scale)
+    try:
+        return config_parse_size(text)
+    except ValueError as e:
+        raise SpecError(f"cannot read the size {text!r}; write e.g. 6GiB, 512MiB or 4GB.") from e
 
 
 def load_spec_file(path: str) -> dict[str, Any]:

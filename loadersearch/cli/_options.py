@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import click
 
+from loadersearch.config import parse_size
+
 storage_option = click.option(
     "--storage",
     help="Optuna storage URL (default $LOADERSEARCH_STORAGE or "
@@ -29,3 +31,32 @@ no_wait_option = click.option(
     help="Exit at once if another loadersearch measurement is running on this host, "
     "instead of waiting for it.",
 )
+
+
+class SizeType(click.ParamType):
+    """A size such as 6GiB, 6G or 6000MiB (see :func:`loadersearch.config.parse_size`)."""
+
+    name = "SIZE"
+
+    def convert(self, value, param, ctx):  # noqa: ANN001, ANN201 - click's signature
+        if isinstance(value, int):
+            return value
+        try:
+            return parse_size(value)
+        except ValueError as e:
+            self.fail(str(e), param, ctx)
+
+
+class PairType(click.ParamType):
+    """Two numbers separated by a comma, e.g. ``20,2``."""
+
+    name = "A,B"
+
+    def convert(self, value, param, ctx):  # noqa: ANN001, ANN201
+        if isinstance(value, tuple):
+            return value
+        try:
+            a, b = (float(x) for x in str(value).split(","))
+        except ValueError:
+            self.fail(f"{value!r} is not two numbers separated by a comma, e.g. 20,2", param, ctx)
+        return (a, b)

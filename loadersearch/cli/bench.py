@@ -7,6 +7,7 @@ import sys
 
 import click
 
+from loadersearch.cli._options import PairType, SizeType
 from loadersearch.config import (
     DEVICES,
     OPTIMIZERS,
@@ -14,7 +15,6 @@ from loadersearch.config import (
     LoaderConfig,
     MeasurePlan,
     WorkloadSpec,
-    parse_size,
 )
 from loadersearch.errors import LoaderSearchError
 
@@ -25,35 +25,6 @@ EXIT_INFEASIBLE = 3
 
 _PLAN = MeasurePlan()
 _SPEC = WorkloadSpec()
-
-
-class SizeType(click.ParamType):
-    """A size such as 6GiB, 6G or 6000MiB (see :func:`loadersearch.config.parse_size`)."""
-
-    name = "SIZE"
-
-    def convert(self, value, param, ctx):  # noqa: ANN001, ANN201 - click's signature
-        if isinstance(value, int):
-            return value
-        try:
-            return parse_size(value)
-        except ValueError as e:
-            self.fail(str(e), param, ctx)
-
-
-class PairType(click.ParamType):
-    """Two numbers separated by a comma, e.g. ``20,2``."""
-
-    name = "A,B"
-
-    def convert(self, value, param, ctx):  # noqa: ANN001, ANN201
-        if isinstance(value, tuple):
-            return value
-        try:
-            a, b = (float(x) for x in str(value).split(","))
-        except ValueError:
-            self.fail(f"{value!r} is not two numbers separated by a comma, e.g. 20,2", param, ctx)
-        return (a, b)
 
 
 def _fmt_bytes(n: float | None) -> str:

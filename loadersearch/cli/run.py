@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 from loadersearch.cli._options import (
+    PairType,
     allow_mixed_hardware_option,
     no_wait_option,
     storage_option,
@@ -21,16 +22,6 @@ _SPACE_HELP = (
     "Narrow a knob: num_workers=2:12, batch_size=8:64:8 (step) or pow2:8:128, "
     "prefetch_factor=1:4, pin_memory=true|false|both. Repeatable."
 )
-
-
-def _pair(ctx: click.Context, param: click.Parameter, value: str | None) -> tuple | None:
-    if value is None:
-        return None
-    try:
-        a, b = (float(x) for x in value.split(","))
-    except ValueError:
-        raise click.BadParameter(f"write two numbers A,B (e.g. 20,2), not {value!r}.") from None
-    return (a, b)
 
 
 @click.command("run")
@@ -80,8 +71,8 @@ def _pair(ctx: click.Context, param: click.Parameter, value: str | None) -> tupl
     help="Where the train/loader workloads run (default auto: CUDA when present).",
 )
 @click.option("--vram-cap", help="GPU memory a trial may use, e.g. 6GiB.")
-@click.option("--emulated-ms", callback=_pair, help="Emulated step time A,B: A + B*batch ms.")
-@click.option("--emulated-mib", callback=_pair, help="Emulated memory M0,M1: M0 + M1*batch MiB.")
+@click.option("--emulated-ms", type=PairType(), help="Emulated step time A,B: A + B*batch ms.")
+@click.option("--emulated-mib", type=PairType(), help="Emulated memory M0,M1: M0 + M1*batch MiB.")
 @click.option("--mosaic/--no-mosaic", default=None, help="4-image mosaic augmentation.")
 @click.option(
     "--skip-bad-samples",
