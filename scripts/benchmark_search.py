@@ -41,7 +41,6 @@ from loadersearch.bench_search import overhead as ov
 from loadersearch.bench_search.compare import (
     GridSpec,
     HostLock,
-    remeasure_interleaved,
     run_grid,
     run_loadersearch,
     run_random,
@@ -55,6 +54,7 @@ from loadersearch.bench_search.report import (
     write_results,
 )
 from loadersearch.config import LoaderConfig, MeasurePlan, WorkloadSpec
+from loadersearch.search.confirm import remeasure_interleaved
 
 log = logging.getLogger("benchmark_search")
 

@@ -239,25 +239,6 @@ def trials_timeline(study: Any, t0_wall: float) -> list[TrialRecord]:
     return sorted(out, key=lambda r: r.t_s)
 
 
-def remeasure_interleaved(
-    configs: Sequence[LoaderConfig],
-    measure_one: MeasureOne,
-    *,
-    rounds: int,
-    on_result: Callable[[int, LoaderConfig, MeasureResult], None] | None = None,
-) -> dict[LoaderConfig, list[float]]:
-    """Measure every configuration ``rounds`` times, A B C A B C ..., so that a slow drift of
-    the machine hits each alike; the value of a failed measurement is 0."""
-    values: dict[LoaderConfig, list[float]] = {c: [] for c in configs}
-    for round_ in range(rounds):
-        for config in configs:
-            result = measure_one(config)
-            values[config].append(float(result.objective) if result.status == OK else 0.0)
-            if on_result:
-                on_result(round_, config, result)
-    return values
-
-
 def spread(values: Sequence[float]) -> dict[str, float]:
     """Median, min, max and the relative spread (max - min) / median of repeated values."""
     med = statistics.median(values)

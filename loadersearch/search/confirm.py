@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import statistics
 import time
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from loadersearch.config import LoaderConfig
-from loadersearch.measure.result import OK
+from loadersearch.measure.result import OK, MeasureResult
 from loadersearch.search.objective import Objective, result_attrs
 from loadersearch.search.progress import Progress
 
@@ -21,6 +22,20 @@ if TYPE_CHECKING:
     import optuna
 
 CONFIRMATION_ATTR = "confirmation"
+# What each confirmation measurement keeps of its result (study user attribute).
+_MEASUREMENT_KEYS = (
+    "status",
+    "reason",
+    "objective",
+    "steady_rate",
+    "start_cost_s",
+    "epoch_time_s",
+    "dataset_images",
+    "wait_fraction",
+    "window_cv",
+    "wall_s",
+    "emulated",
+)
 TOP_K = 3
 
 
@@ -77,6 +92,25 @@ def _candidate(trial: optuna.trial.FrozenTrial, config: LoaderConfig) -> dict[st
     }
 
 
+def remeasure_interleaved(
+    configs: Sequence[LoaderConfig],
+    measure_one: Callable[[LoaderConfig], MeasureResult],
+    *,
+    rounds: int,
+    on_result: Callable[[int, LoaderConfig, MeasureResult], None] | None = None,
+) -> dict[LoaderConfig, list[float]]:
+    """Measure every configuration ``rounds`` times, A B C A B C ..., so that a slow drift of
+    the machine hits each alike; the value of a failed measurement is 0."""
+    values: dict[LoaderConfig, list[float]] = {c: [] for c in configs}
+    for round_ in range(rounds):
+        for config in configs:
+            result = measure_one(config)
+            values[config].append(float(result.objective) if result.status == OK else 0.0)
+            if on_result:
+                on_result(round_, config, result)
+    return values
+
+
 def confirm_study(
     study: optuna.Study,
     objective: Objective,
@@ -91,44 +125,28 @@ def confirm_study(
     if not candidates or rounds < 1:
         return None
     progress.confirm_start([c["label"] for c in candidates], rounds)
+    by_config = {LoaderConfig.from_dict(c["config"]): c for c in candidates}
     measurements: list[dict[str, Any]] = []
-    for round_ in range(rounds):
-        for cand in candidates:
-            config = LoaderConfig.from_dict(cand["config"])
-            result = objective.measure(config)
-            attrs = result_attrs(result)
-            measurements.append(
-                {
-                    "trial": cand["trial"],
-                    "label": cand["label"],
-                    "round": round_,
-                    "host": objective.host,
-                    **{
-                        k: attrs[k]
-                        for k in (
-                            "status",
-                            "reason",
-                            "objective",
-                            "steady_rate",
-                            "start_cost_s",
-                            "epoch_time_s",
-                            "dataset_images",
-                            "wait_fraction",
-                            "window_cv",
-                            "wall_s",
-                            "emulated",
-                        )
-                    },
-                }
-            )
-            progress.confirm_step(cand["label"], round_, result)
-    for cand in candidates:
-        values = [
-            m["objective"] if m["status"] == OK else 0.0
-            for m in measurements
-            if m["trial"] == cand["trial"]
-        ]
-        cand.update(_spread(values))
+
+    def record(round_: int, config: LoaderConfig, result: MeasureResult) -> None:
+        cand = by_config[config]
+        attrs = result_attrs(result)
+        measurements.append(
+            {
+                "trial": cand["trial"],
+                "label": cand["label"],
+                "round": round_,
+                "host": objective.host,
+                **{k: attrs[k] for k in _MEASUREMENT_KEYS},
+            }
+        )
+        progress.confirm_step(cand["label"], round_, result)
+
+    values = remeasure_interleaved(
+        list(by_config), objective.measure, rounds=rounds, on_result=record
+    )
+    for config, cand in by_config.items():
+        cand.update(_spread(values[config]))
     winner = max(candidates, key=lambda c: c["median"])
     finished = len(_finished(study))
     confirmation = {
