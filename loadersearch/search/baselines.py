@@ -29,6 +29,7 @@ def baselines(space: SearchSpace, hardware: dict[str, Any], *, gpu: bool) -> lis
     cpus = int(hardware.get("cpu_count") or 1)
     physical = int(hardware.get("physical_cores") or cpus)
     gpus = int(hardware.get("gpu_count") or 0) if gpu else 0
+    ultralytics_workers = min(cpus // max(gpus, 1), 8)
     rules = [
         (
             "pytorch",
@@ -51,10 +52,10 @@ def baselines(space: SearchSpace, hardware: dict[str, Any], *, gpu: bool) -> lis
             f"Ultralytics: min({cpus} CPUs // {max(gpus, 1)} GPUs, 8) workers, prefetch 4, "
             "pin_memory when a GPU",
             LoaderConfig(
-                num_workers=min(cpus // max(gpus, 1), 8),
+                num_workers=ultralytics_workers,
                 batch_size=DEFAULT_BATCH,
                 pin_memory=gpus > 0,
-                prefetch_factor=4 if min(cpus // max(gpus, 1), 8) > 0 else None,
+                prefetch_factor=4 if ultralytics_workers > 0 else None,
             ),
         ),
     ]
