@@ -27,6 +27,7 @@ from loadersearch.measure.result import (
     ERROR,
     INFEASIBLE,
     INTERRUPTED,
+    INVALID_CONFIG,
     OK,
     PRUNED,
     MeasureResult,
@@ -181,7 +182,7 @@ class Objective:
             self._crashes = 0
             raise optuna.TrialPruned(f"pruned after {len(result.windows)} windows")
         if result.status == INFEASIBLE or (
-            result.status == ERROR and result.reason == "invalid_config"
+            result.status == ERROR and result.reason == INVALID_CONFIG
         ):
             self._crashes = 0
             trial.set_user_attr("status", INFEASIBLE)
