@@ -4,5 +4,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh --test
-.venv/bin/ruff check loadersearch tests scripts
+.venv/bin/ruff check loadersearch tests scripts benchmarks
 exec .venv/bin/python -m pytest -q "$@"

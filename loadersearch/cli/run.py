@@ -137,8 +137,8 @@ def run(spec_file: str | None, quiet: bool, no_wait: bool, **opts: Any) -> None:
     the same command resumes the study.
     """
     from loadersearch.hardware import fingerprint
+    from loadersearch.search.settings import Overrides, resolve_settings
     from loadersearch.search.space import SpaceError, parse_assignment
-    from loadersearch.spec import Overrides, resolve_settings
     from loadersearch.storage import resolve_storage_url
 
     overrides = Overrides()

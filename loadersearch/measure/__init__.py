@@ -1,6 +1,6 @@
 """The measurement layer: one DataLoader configuration, measured in a fresh child process.
 
-Public entry point (implemented in :mod:`loadersearch.measure.runner`)::
+Public entry point (:func:`loadersearch.measure.runner.measure`)::
 
     measure(workload: WorkloadSpec, config: LoaderConfig, plan: MeasurePlan, *,
             on_window: Callable[[Window], bool] | None = None) -> MeasureResult
@@ -13,11 +13,6 @@ the measurement at once (the child's whole process group is killed) and the resu
 from __future__ import annotations
 
 from loadersearch.measure.result import MeasureResult, Window
+from loadersearch.measure.runner import measure
 
 __all__ = ["MeasureResult", "Window", "measure"]
-
-
-def measure(*args, **kwargs):  # noqa: ANN002, ANN003 - re-exported, see runner.measure
-    from loadersearch.measure.runner import measure as _measure
-
-    return _measure(*args, **kwargs)

@@ -47,7 +47,7 @@ def classify_exception(
     e: BaseException, batch_size: int | None = None, cap_bytes: int | None = None
 ) -> tuple[str, str, str]:
     """(status, reason, message) for an exception raised in the measuring child."""
-    from loadersearch.measure.emulated import VramCapExceeded
+    from loadersearch.workload.emulated import VramCapExceeded
 
     if isinstance(e, VramCapExceeded):
         return INFEASIBLE, VRAM_CAP, str(e)

@@ -1,21 +1,19 @@
-"""The Optuna study over DataLoader configurations: space, objective, baselines, batch-size
-probe, confirmation. :func:`run_study` runs one from start to answer."""
+"""The Optuna study over DataLoader configurations: settings (study specs), space, objective,
+sampler, pruner, baselines, batch-size probe, confirmation, and the shared-budget loop.
+:func:`run_study` runs one from start to answer; :func:`join_study` joins an existing one."""
 
 from __future__ import annotations
 
-from typing import Any
+from loadersearch.search.settings import StudySettings, resolve_settings
+from loadersearch.search.space import SearchSpace
+from loadersearch.search.study import RunOutcome, join_study, run_study, settings_from_study
 
-__all__ = ["RunOutcome", "SearchSpace", "run_study", "settings_from_study"]
-
-
-def __getattr__(name: str) -> Any:
-    # Lazy, so that loadersearch.spec can import loadersearch.search.space without a cycle.
-    if name == "SearchSpace":
-        from loadersearch.search.space import SearchSpace
-
-        return SearchSpace
-    if name in ("RunOutcome", "run_study", "settings_from_study"):
-        from loadersearch.search import study
-
-        return getattr(study, name)
-    raise AttributeError(f"module 'loadersearch.search' has no attribute {name!r}")
+__all__ = [
+    "RunOutcome",
+    "SearchSpace",
+    "StudySettings",
+    "join_study",
+    "resolve_settings",
+    "run_study",
+    "settings_from_study",
+]

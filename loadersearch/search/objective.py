@@ -20,6 +20,7 @@ import logging
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
+from loadersearch import hostlock
 from loadersearch.errors import DatasetError, StudyError
 from loadersearch.measure.result import (
     BAD_DATASET,
@@ -60,13 +61,8 @@ def default_measure() -> MeasureFn:
 
 @contextlib.contextmanager
 def measurement_lock() -> Iterator[None]:
-    """One measurement per host at a time (loadersearch.hostlock), a no-op where absent."""
-    try:
-        from loadersearch.hostlock import measurement_lock as lock
-    except ImportError:
-        yield
-        return
-    with lock(wait=True):
+    """One measurement per host at a time (:mod:`loadersearch.hostlock`), waiting for it."""
+    with hostlock.measurement_lock(wait=True):
         yield
 
 

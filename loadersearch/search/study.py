@@ -1,11 +1,11 @@
 """A study from start to answer: open or create it, probe the batch bound, enqueue the
 baselines, run the trials with ``study.optimize`` (heartbeats only work there; through
-:func:`loadersearch.storage.optimize_to_total`), confirm.
+:func:`loadersearch.search.budget.optimize_to_total`), confirm.
 
 :func:`run_study` is the one entry point; ``loadersearch run`` calls it with ``create=True``,
-a worker joining an existing study calls it with ``create=False`` and the settings rebuilt by
-:func:`settings_from_study`. ``--trials N`` is the study's total over every resume and machine
-(COMPLETE and PRUNED trials in the storage).
+a worker joining an existing study calls it with ``create=False`` and the settings
+:func:`join_study` read from the study. ``--trials N`` is the study's total over every resume
+and machine (COMPLETE and PRUNED trials in the storage).
 
 Study user attributes (what a resume or a worker needs, and what the report shows):
 ``spec`` (workload, plan, space), ``trials`` (the total), ``workload_description``,
@@ -28,8 +28,8 @@ from loadersearch.search.batchprobe import ProbeResult, probe_max_batch
 from loadersearch.search.confirm import confirm_study, confirmation_is_current
 from loadersearch.search.objective import MeasureFn, Objective, TrialCrash, default_measure
 from loadersearch.search.progress import Progress
+from loadersearch.search.settings import StudySettings, uses_cuda
 from loadersearch.search.space import SearchSpace, SpaceError
-from loadersearch.spec import StudySettings, uses_cuda
 
 if TYPE_CHECKING:
     import optuna
@@ -223,17 +223,8 @@ def _check_hardware(study: optuna.Study, hardware: dict[str, Any], allow_mixed: 
     from loadersearch import hardware as hw
 
     stored = study.user_attrs.get("hardware")
-    if not stored:
-        return
-    if hasattr(hw, "check_compatible"):
+    if stored:
         hw.check_compatible(stored, hardware, allow_mixed=allow_mixed)
-        return
-    diffs = hw.differences(stored, hardware)
-    if diffs and not allow_mixed:
-        raise StudyError(
-            f"study {study.study_name!r} was measured on other hardware ({'; '.join(diffs)}); "
-            "its numbers would not compare. Start a new study with --study NAME."
-        )
 
 
 def settings_from_study(study: optuna.Study, **changes: Any) -> StudySettings:
@@ -323,12 +314,16 @@ def run_study(
     progress: Progress | None = None,
     hardware: dict[str, Any] | None = None,
 ) -> RunOutcome:
-    """Run (or resume, or join) a study until it holds ``settings.trials`` finished trials,
-    then confirm the finalists (when ``confirm``)."""
+    """Run (or resume) a study until it holds ``settings.trials`` finished trials, then
+    confirm the finalists (when ``confirm``).
+
+    ``create=True`` (``loadersearch run``) creates the study or resumes it after checking that
+    its stored spec is ``settings``'; ``create=False`` (a worker) only joins an existing study,
+    with the settings :func:`join_study` read from it."""
     import optuna
 
     from loadersearch.hardware import fingerprint
-    from loadersearch.storage import optimize_to_total
+    from loadersearch.search.budget import optimize_to_total
 
     hardware = hardware or fingerprint()
     measure_fn = measure_fn or default_measure()
@@ -336,13 +331,6 @@ def run_study(
     optuna.logging.set_verbosity(optuna.logging.WARNING)
 
     study, resumed = open_study(settings, hardware, create=create)
-    if not create:
-        settings = settings_from_study(
-            study,
-            trials=settings.trials,
-            storage=settings.storage,
-            allow_mixed_hardware=settings.allow_mixed_hardware,
-        )
     for note in getattr(study, "storage_notes", []):
         progress.notice(note)
     gpu = uses_cuda(settings.workload, hardware)
@@ -391,3 +379,56 @@ def run_study(
         confirmation=confirmation,
         resumed=resumed,
     )
+
+
+def join_study(
+    study_name: str,
+    storage: str | None,
+    *,
+    trials: int | None,
+    allow_mixed_hardware: bool,
+) -> tuple[StudySettings, list[str]]:
+    """The settings stored in an existing study, for a worker joining it, and the storage
+    warnings to show. Refuses, listing the studies there, when the study does not exist."""
+    import optuna
+
+    from loadersearch.hardware import host_name
+    from loadersearch.storage import (
+        open_storage,
+        redact_url,
+        resolve_storage_url,
+        storage_warnings,
+        study_hosts,
+    )
+
+    url = resolve_storage_url(storage)
+    rdb = open_storage(url, heartbeat=False)
+    studies = {s.study_name: s._study_id for s in rdb.get_all_studies()}
+    if study_name not in studies:
+        names = sorted(studies)
+        listed = ", ".join(names[:20]) + (", ..." if len(names) > 20 else "") or "none"
+        raise StudyError(
+            f"no study named {study_name!r} in {redact_url(url)} (studies there: {listed}). "
+            "A worker only joins a study: create it first with `loadersearch run --study "
+            f"{study_name} --storage URL --trials N`, or check --storage."
+        )
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = optuna.load_study(study_name=study_name, storage=rdb)
+    total = trials or study.user_attrs.get("trials")
+    if not total:
+        raise StudyError(
+            f"study {study_name!r} does not record its total number of trials; pass --trials N "
+            "(the total over every machine)."
+        )
+    # A worker adds nothing to the study: the creator enqueued the baselines (or chose not
+    # to) and stored the batch-size probe.
+    settings = settings_from_study(
+        study,
+        trials=int(total),
+        storage=url,
+        allow_mixed_hardware=allow_mixed_hardware,
+        baselines=False,
+        probe=False,
+    )
+    hosts = [*study_hosts(rdb, studies[study_name]), host_name()]
+    return settings, storage_warnings(url, hosts)

@@ -118,8 +118,8 @@ def create_workload(spec: WorkloadSpec) -> Workload:
     """
     import torch
 
-    from loadersearch.measure.emulated import EmulatedAccelerator, describe
     from loadersearch.workload.datasets import collate, open_dataset, worker_init_fn
+    from loadersearch.workload.emulated import EmulatedAccelerator, describe
 
     device_type = resolve_device(spec.device)
     device = torch.device(device_type)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import signal
 
 from loadersearch.errors import BadSampleError, DatasetError
-from loadersearch.measure.emulated import EmulatedAccelerator, VramCapExceeded
 from loadersearch.measure.failures import classify_exception, classify_exit
 from loadersearch.measure.result import (
     BAD_DATASET,
@@ -17,6 +16,7 @@ from loadersearch.measure.result import (
     VRAM_CAP,
     WORKER_KILLED,
 )
+from loadersearch.workload.emulated import EmulatedAccelerator, VramCapExceeded
 
 
 def test_worker_killed_by_a_bus_error_points_at_shared_memory():

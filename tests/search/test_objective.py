@@ -10,9 +10,9 @@ from loadersearch.config import MeasurePlan, WorkloadSpec
 from loadersearch.errors import DatasetError, StudyError
 from loadersearch.measure.result import BAD_DATASET, CRASH, ERROR, MeasureResult, Window
 from loadersearch.search.objective import window_value
+from loadersearch.search.settings import StudySettings
 from loadersearch.search.space import SearchSpace
 from loadersearch.search.study import run_study
-from loadersearch.spec import StudySettings
 
 HOST = {"host": "test", "cpu_count": 2, "physical_cores": 2, "gpu_count": 0}
 

@@ -13,10 +13,10 @@ import pytest
 from optuna.trial import TrialState
 
 from loadersearch.errors import StorageError
+from loadersearch.search.budget import optimize_to_total
 from loadersearch.storage import (
     filesystem_type,
     open_storage,
-    optimize_to_total,
     redact_url,
     storage_warnings,
     study_hosts,

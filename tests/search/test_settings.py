@@ -7,9 +7,10 @@ import os
 
 import pytest
 
-from loadersearch.spec import Overrides, SpecError, parse_size, resolve_settings
+from loadersearch.search.settings import Overrides, SpecError, parse_size, resolve_settings
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SHIPPED_SPECS = sorted(glob.glob(os.path.join(ROOT, "studies", "*.toml")))
 HOST = {"cpu_count": 2, "physical_cores": 2, "gpu_count": 0}
 
 
@@ -22,7 +23,11 @@ def test_sizes_read_binary_and_decimal_units() -> None:
         parse_size("six gigs")
 
 
-@pytest.mark.parametrize("path", sorted(glob.glob(os.path.join(ROOT, "studies", "*.toml"))))
+def test_the_shipped_specs_are_found() -> None:
+    assert len(SHIPPED_SPECS) >= 2, SHIPPED_SPECS
+
+
+@pytest.mark.parametrize("path", SHIPPED_SPECS)
 def test_shipped_study_specs_load(path: str) -> None:
     settings = resolve_settings(path, Overrides(), hardware=HOST)
     assert settings.trials >= 1

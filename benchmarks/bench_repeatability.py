@@ -8,7 +8,7 @@
    default ``emulated_ms``), the measured data-wait fraction for num_workers 0, 1, 2: it must
    fall as workers are added.
 
-Run from the repository root:  .venv/bin/python scripts/bench_repeatability.py [--mode both]
+Run from the repository root:  .venv/bin/python benchmarks/bench_repeatability.py [--mode both]
 The load average is printed: on a busy machine the spread is larger.
 """
 

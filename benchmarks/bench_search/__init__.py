@@ -1,4 +1,4 @@
-"""Library code of ``scripts/benchmark_search.py``: proving the search against exhaustive grid
+"""Library code of ``benchmarks/benchmark_search.py``: proving the search against exhaustive grid
 search, random search and the rules of thumb, and measuring the overhead of the study itself.
 
 Not part of the user-facing CLI; the script wires these modules together.

@@ -174,10 +174,7 @@ def resolve_settings(
     except (TypeError, ValueError) as e:
         raise SpecError(f"workload: {e}") from e
 
-    gpu = uses_cuda(workload, hardware)
-    # Short plans and small batches where the CPU does the heavy work: training on a CPU, or
-    # any workload on a host without a GPU (its loader decodes ~50-100 img/s at 416 px).
-    small = not gpu and (workload.kind == "train" or not int(hardware.get("gpu_count") or 0))
+    small = cpu_bound(workload, hardware)
     try:
         plan = MeasurePlan(**{**default_plan(small=small).to_dict(), **plan_in})
     except (TypeError, ValueError) as e:
@@ -230,6 +227,14 @@ def uses_cuda(workload: WorkloadSpec, hardware: dict[str, Any]) -> bool:
     if workload.kind == "emulated" or workload.device == "cpu":
         return False
     return workload.device == "cuda" or int(hardware.get("gpu_count") or 0) > 0
+
+
+def cpu_bound(workload: WorkloadSpec, hardware: dict[str, Any]) -> bool:
+    """Whether the CPU does the heavy work of this measurement: training on a CPU, or any
+    workload on a host without a GPU (its loader decodes ~50-100 img/s at 416 px). Such
+    measurements get short plans and small batches."""
+    gpu = uses_cuda(workload, hardware)
+    return not gpu and (workload.kind == "train" or not int(hardware.get("gpu_count") or 0))
 
 
 def default_plan(*, small: bool) -> MeasurePlan:

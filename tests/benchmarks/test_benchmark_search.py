@@ -19,7 +19,7 @@ def test_benchmark_search_smoke_writes_the_table_the_json_and_the_plot(tmp_path:
     proc = subprocess.run(
         [
             sys.executable,
-            str(ROOT / "scripts" / "benchmark_search.py"),
+            str(ROOT / "benchmarks" / "benchmark_search.py"),
             "--smoke",
             "--out",
             str(out),

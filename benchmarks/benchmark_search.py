@@ -2,9 +2,9 @@
 """Prove the search: loadersearch against exhaustive grid search, random search and the rules of
 thumb, on the same workload and dataset, measured side by side on this machine.
 
-    .venv/bin/python scripts/benchmark_search.py                 # defaults: < 45 min, 2 cores
-    .venv/bin/python scripts/benchmark_search.py --smoke         # ~1 min, what the tests run
-    .venv/bin/python scripts/benchmark_search.py --workload train  # real training, on a GPU
+    .venv/bin/python benchmarks/benchmark_search.py                 # defaults: < 45 min, 2 cores
+    .venv/bin/python benchmarks/benchmark_search.py --smoke         # ~1 min, what the tests run
+    .venv/bin/python benchmarks/benchmark_search.py --workload train  # real training, on a GPU
 
 Steps: (0) the overhead of the study itself with 10/100/1000 trials pre-filled, on SQLite and
 PostgreSQL; (1) the exhaustive grid (ground truth); (2) the rules of thumb; (3) for each seed,
@@ -37,8 +37,8 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from loadersearch.bench_search import overhead as ov
-from loadersearch.bench_search.compare import (
+from bench_search import overhead as ov
+from bench_search.compare import (
     GridSpec,
     HostLock,
     run_grid,
@@ -46,7 +46,7 @@ from loadersearch.bench_search.compare import (
     run_random,
     run_rules,
 )
-from loadersearch.bench_search.report import (
+from bench_search.report import (
     LOADERSEARCH,
     NOPRUNING,
     summarise,
@@ -131,9 +131,9 @@ def main(argv: list[str] | None = None) -> int:
 
     from loadersearch.hardware import fingerprint
     from loadersearch.search.baselines import baselines
+    from loadersearch.search.settings import StudySettings, cpu_bound, default_plan, uses_cuda
     from loadersearch.search.space import SearchSpace
     from loadersearch.search.study import make_pruner, make_sampler
-    from loadersearch.spec import StudySettings, default_plan, uses_cuda
 
     t_start = time.perf_counter()
     load_start = _load()
@@ -170,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
             # (the pruner's paired test can act from the 5th of 8 windows on).
             base = MeasurePlan(epochs=2, steps=4, windows_per_epoch=4, warmup_steps=2)
         else:  # the study's own default plan for this device
-            base = default_plan(cpu_train=not uses_cuda(workload, hardware))
+            base = default_plan(small=cpu_bound(workload, hardware))
         given = {"epochs": args.epochs, "steps": args.steps, "windows_per_epoch": args.windows,
                  "warmup_steps": args.warmup_steps}  # fmt: skip
         plan = dataclasses.replace(base, **{k: v for k, v in given.items() if v is not None})

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from loadersearch.bench_search.compare import MethodRun, spread
+from bench_search.compare import MethodRun, spread
 from loadersearch.config import LoaderConfig
 
 LOADERSEARCH = "loadersearch"

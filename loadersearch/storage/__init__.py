@@ -1,0 +1,46 @@
+"""Where studies live: resolving, redacting and opening Optuna storage URLs.
+
+Default ``sqlite:///studies/loadersearch.db`` (relative to the working directory), else
+``--storage URL`` or ``$LOADERSEARCH_STORAGE``. PostgreSQL (``postgresql+psycopg://``) and
+MySQL/MariaDB (``mysql+pymysql://``) are for several machines sharing one study.
+
+:func:`open_storage` returns an Optuna ``RDBStorage`` that
+
+- records heartbeats (server backends), so that a trial of a killed machine is marked FAIL
+  and its configuration re-run by ``RetryHeartbeatStaleTrialCallback``;
+- retries, with backoff, calls that fail because the server went away (restart, dropped
+  connection) and then raises :class:`~loadersearch.errors.StorageError`; every call is one
+  transaction, so a failed call leaves nothing half-written (:mod:`._retrying`);
+- never shows a password: errors and logs carry :func:`redact_url`'s form of the URL
+  (:mod:`._url`);
+- on a local SQLite file, runs in WAL mode, and warns where SQLite is unsafe (:mod:`._sqlite`).
+
+Environment settings (heartbeat timing, retry and connect timeouts) are in :mod:`._settings`.
+"""
+
+from __future__ import annotations
+
+from loadersearch.storage._open import open_existing_storage, open_storage, study_hosts
+from loadersearch.storage._settings import heartbeat_settings
+from loadersearch.storage._sqlite import (
+    filesystem_type,
+    is_network_filesystem,
+    sqlite_path,
+    storage_warnings,
+)
+from loadersearch.storage._url import DEFAULT_STORAGE, ENV_VAR, redact_url, resolve_storage_url
+
+__all__ = [
+    "DEFAULT_STORAGE",
+    "ENV_VAR",
+    "filesystem_type",
+    "heartbeat_settings",
+    "is_network_filesystem",
+    "open_existing_storage",
+    "open_storage",
+    "redact_url",
+    "resolve_storage_url",
+    "sqlite_path",
+    "storage_warnings",
+    "study_hosts",
+]

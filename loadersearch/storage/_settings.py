@@ -1,0 +1,58 @@
+"""Storage settings read from the environment: heartbeats, retries, connection timeouts."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from loadersearch.errors import StorageError
+
+# "INTERVAL,GRACE" in seconds, e.g. "1,3" in tests; default below.
+HEARTBEAT_ENV = "LOADERSEARCH_HEARTBEAT"
+DEFAULT_HEARTBEAT = (30, 120)
+# Seconds to keep retrying a call while the database is unreachable.
+RETRY_ENV = "LOADERSEARCH_DB_RETRY_SECONDS"
+DEFAULT_RETRY_SECONDS = 120.0
+# Seconds to wait for a TCP connection to a database server.
+CONNECT_TIMEOUT_ENV = "LOADERSEARCH_DB_CONNECT_TIMEOUT"
+DEFAULT_CONNECT_TIMEOUT = 10
+SQLITE_BUSY_TIMEOUT = 60  # seconds SQLite waits on a lock held by another process
+
+
+def heartbeat_settings() -> tuple[int, int]:
+    """(heartbeat interval, grace period) in seconds, from ``$LOADERSEARCH_HEARTBEAT``."""
+    raw = os.environ.get(HEARTBEAT_ENV)
+    if not raw:
+        return DEFAULT_HEARTBEAT
+    try:
+        interval, grace = (int(x) for x in raw.split(","))
+    except ValueError as e:
+        raise StorageError(
+            f"${HEARTBEAT_ENV}={raw!r} is not 'INTERVAL,GRACE' in whole seconds (e.g. '30,120')."
+        ) from e
+    if interval < 1 or grace <= interval:
+        raise StorageError(
+            f"${HEARTBEAT_ENV}={raw!r}: the interval must be at least 1 s and the grace period "
+            "longer than the interval (e.g. '30,120')."
+        )
+    return interval, grace
+
+
+def float_env(name: str, default: float) -> float:
+    raw = os.environ.get(name)
+    if not raw:
+        return default
+    try:
+        return float(raw)
+    except ValueError as e:
+        raise StorageError(f"${name}={raw!r} is not a number of seconds.") from e
+
+
+def engine_kwargs(url: str) -> dict[str, Any]:
+    timeout = int(float_env(CONNECT_TIMEOUT_ENV, DEFAULT_CONNECT_TIMEOUT))
+    if url.startswith("sqlite"):
+        return {"connect_args": {"timeout": SQLITE_BUSY_TIMEOUT}}
+    kwargs: dict[str, Any] = {"pool_pre_ping": True}  # a dropped connection is replaced
+    if url.startswith(("postgresql", "postgres", "mysql", "mariadb")):
+        kwargs["connect_args"] = {"connect_timeout": timeout}
+    return kwargs

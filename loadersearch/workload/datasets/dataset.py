@@ -1,0 +1,233 @@
+"""The detection dataset (uint8 tensors for a DataLoader), how it is opened, and its collate."""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+from pathlib import Path
+
+import numpy as np
+import torch
+from PIL import Image
+from torch.utils.data import Dataset, default_collate, get_worker_info
+
+from loadersearch.errors import DatasetError
+from loadersearch.workload import augment as aug
+from loadersearch.workload.datasets._common import FORMATS, Problems
+from loadersearch.workload.datasets.coco import read_coco
+from loadersearch.workload.datasets.decode import SampleError, decode
+from loadersearch.workload.datasets.detect import detect_format
+from loadersearch.workload.datasets.voc import read_voc
+from loadersearch.workload.datasets.yolo import read_yolo
+
+log = logging.getLogger(__name__)
+
+_READERS = {"yolo": read_yolo, "voc": read_voc, "coco": read_coco}
+
+class DetectionDataset(Dataset):
+    """Images and boxes for detection training, ``(image, boxes)`` per sample.
+
+    ``image`` is a uint8 tensor (3, img_size, img_size); ``boxes`` a float32 tensor (n, 5)
+    ``[class, cx, cy, w, h]`` normalised to that square. Build it with :func:`open_dataset`.
+    """
+
+    def __init__(
+        self,
+        root: str,
+        fmt: str,
+        paths: list[str],
+        boxes: list[np.ndarray],
+        class_names: list[str],
+        *,
+        img_size: int,
+        augment: bool = True,
+        mosaic: bool = False,
+        skip_bad_samples: bool = False,
+        seed: int = 0,
+        skipped_reasons: list[str] | None = None,
+    ) -> None:
+        if img_size < 32:
+            raise ValueError(f"img_size must be at least 32 but got {img_size}.")
+        self.root = root
+        self.fmt = fmt
+        self.class_names = tuple(class_names)
+        self.num_classes = max(len(class_names), 1)
+        self.img_size = img_size
+        self.augment = augment
+        self.mosaic = mosaic
+        self.skip_bad_samples = skip_bad_samples
+        self.seed = seed
+        self.epoch = 0
+        self.skipped_reasons = list(skipped_reasons or [])
+        # Compact per-sample metadata (see the module docstring).
+        self._paths = np.array([os.fsencode(p) for p in paths], dtype=np.bytes_)
+        counts = np.array([len(b) for b in boxes], np.int64)
+        self._offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+        self._boxes = (
+            np.concatenate(boxes).astype(np.float32)
+            if len(boxes)
+            else np.zeros((0, 5), np.float32)
+        )
+        self._root_b = os.fsencode(root)
+        self._bad: set[int] = set()  # per process: indices already found undecodable
+
+    @property
+    def skipped(self) -> int:
+        """How many images were left out at open time (``skip_bad_samples=True``)."""
+        return len(self.skipped_reasons)
+
+    def __len__(self) -> int:
+        return len(self._paths)
+
+    def set_epoch(self, epoch: int) -> None:
+        """Draw new augmentations: sample i of epoch e uses the generator (seed, e, i)."""
+        self.epoch = int(epoch)
+
+    def path(self, i: int) -> str:
+        return os.fsdecode(os.path.join(self._root_b, self._paths[i]))
+
+    def labels(self, i: int) -> np.ndarray:
+        """Boxes of image i as stored: (n, 5) [class, cx, cy, w, h] normalised to the image."""
+        return self._boxes[self._offsets[i] : self._offsets[i + 1]]
+
+    def _load(self, i: int) -> tuple[Image.Image, np.ndarray]:
+        """Image i (or, when skipping, the next decodable one) and its pixel boxes."""
+        n = len(self)
+        for k in range(n):
+            j = (i + k) % n
+            if j in self._bad:
+                continue
+            try:
+                image = decode(self.path(j))
+            except SampleError as e:
+                if not self.skip_bad_samples:
+                    raise
+                self._bad.add(j)
+                log.warning("skipping %s: %s", e.path, e.reason)
+                continue
+            w, h = image.size
+            b = self.labels(j)
+            px = np.empty_like(b)
+            px[:, 0] = b[:, 0]
+            px[:, 1] = (b[:, 1] - b[:, 3] / 2) * w
+            px[:, 2] = (b[:, 2] - b[:, 4] / 2) * h
+            px[:, 3] = (b[:, 1] + b[:, 3] / 2) * w
+            px[:, 4] = (b[:, 2] + b[:, 4] / 2) * h
+            return image, px
+        raise DatasetError(f"No image in {self.root} could be decoded ({n} tried).")
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
+        n = len(self)
+        if not -n <= i < n:
+            raise IndexError(f"sample index {i} out of range for {n} samples")
+        i %= n
+        size = self.img_size
+        if not self.augment:
+            image, boxes = aug.letterbox(*self._load(i), size)
+        else:
+            rng = np.random.default_rng([self.seed, self.epoch, i])
+            if self.mosaic and rng.random() < 0.5:
+                picks = [i, *(int(j) for j in rng.integers(0, n, 3))]
+                images, boxes_list = zip(*(self._load(j) for j in picks), strict=True)
+                image, boxes = aug.mosaic(list(images), list(boxes_list), size, rng)
+            else:
+                image, boxes = aug.random_resize_paste(*self._load(i), size, rng)
+            image = aug.hsv_jitter(image, rng)
+        out = np.empty((len(boxes), 5), np.float32)
+        if len(boxes):
+            out[:, 0] = boxes[:, 0]
+            out[:, 1] = (boxes[:, 1] + boxes[:, 3]) / (2 * size)
+            out[:, 2] = (boxes[:, 2] + boxes[:, 4]) / (2 * size)
+            out[:, 3] = (boxes[:, 3] - boxes[:, 1]) / size
+            out[:, 4] = (boxes[:, 4] - boxes[:, 2]) / size
+        return aug.to_tensor(image), torch.from_numpy(out)
+
+    def __repr__(self) -> str:
+        return (
+            f"DetectionDataset({self.root!r}, fmt={self.fmt!r}, images={len(self)}, "
+            f"classes={self.num_classes}, img_size={self.img_size}, augment={self.augment}, "
+            f"mosaic={self.mosaic}, skipped={self.skipped})"
+        )
+
+def open_dataset(
+    root: str | os.PathLike,
+    fmt: str | None = None,
+    *,
+    img_size: int,
+    augment: bool = True,
+    mosaic: bool = False,
+    skip_bad_samples: bool = False,
+    seed: int = 0,
+    split: str | None = None,
+) -> DetectionDataset:
+    """Read a dataset's labels (all of them, checked) and return a :class:`DetectionDataset`.
+
+    ``fmt`` is ``"yolo"``, ``"voc"``, ``"coco"`` or None to detect it. See the module
+    docstring for the layouts and for what each kind of bad data gets.
+    """
+    root = Path(root)
+    detected = detect_format(root) if fmt is None else None
+    if fmt is None:
+        fmt = detected
+    elif fmt not in FORMATS:
+        raise DatasetError(f"Unknown dataset format {fmt!r}; choose one of {', '.join(FORMATS)}.")
+    elif not root.is_dir():
+        detect_format(root)  # raises the missing-directory error
+    problems = Problems(skip_bad_samples)
+    try:
+        paths, boxes, names = _READERS[fmt](root, split, problems)
+    except FileNotFoundError as e:
+        raise DatasetError(
+            f"{root} does not look like a {fmt.upper()} dataset: {e.filename} is missing."
+        ) from e
+    if not paths:
+        raise DatasetError(
+            f"No usable images in {root} ({fmt} layout"
+            + (
+                f", {problems.reasons and len(problems.reasons)} skipped"
+                if problems.reasons
+                else ""
+            )
+            + ")."
+        )
+    if problems.reasons:
+        log.warning("left out %d bad images of %s", len(problems.reasons), root)
+    return DetectionDataset(
+        str(root),
+        fmt,
+        paths,
+        boxes,
+        names,
+        img_size=img_size,
+        augment=augment,
+        mosaic=mosaic,
+        skip_bad_samples=skip_bad_samples,
+        seed=seed,
+        skipped_reasons=problems.reasons,
+    )
+
+def collate(batch: list[tuple[torch.Tensor, torch.Tensor]]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Stack images to uint8 (B, 3, H, W); targets float32 (n, 6) [image index, class, cx, cy,
+    w, h]. In a worker the image batch is built in shared memory, as default_collate does."""
+    images = default_collate([b[0] for b in batch])
+    parts = []
+    for k, (_, boxes) in enumerate(batch):
+        if len(boxes):
+            parts.append(torch.cat([torch.full((len(boxes), 1), float(k)), boxes], dim=1))
+    targets = torch.cat(parts) if parts else torch.zeros((0, 6), dtype=torch.float32)
+    return images, targets
+
+
+def worker_init_fn(worker_id: int) -> None:
+    """Seed python, numpy and torch in a DataLoader worker from torch's per-worker seed.
+
+    The dataset's augmentation does not depend on these (it is seeded per sample, see the
+    module docstring); this keeps any other random code in the worker reproducible and
+    different between workers.
+    """
+    info = get_worker_info()
+    seed = info.seed if info is not None else torch.initial_seed() + worker_id
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)

@@ -1,0 +1,53 @@
+"""Decoding one image to upright RGB, with errors that name the file."""
+
+from __future__ import annotations
+
+import numpy as np
+from PIL import Image, ImageOps
+
+from loadersearch.errors import BadSampleError
+
+
+class SampleError(BadSampleError):
+    """A :class:`BadSampleError` that survives the trip back from a DataLoader worker.
+
+    PyTorch re-raises a worker's exception in the main process by building a new one from the
+    worker's traceback text, as ``exc_type(message=text)`` when the class has a ``message``
+    attribute (otherwise it gives up and raises a RuntimeError). This class rebuilds ``path``
+    and ``reason`` from that text and keeps the text in ``worker_traceback``.
+    """
+
+    message = "a sample could not be loaded"  # truthy: tells PyTorch to pass message=
+
+    def __init__(
+        self, path: str | None = None, reason: str | None = None, *, message: str | None = None
+    ) -> None:
+        self.worker_traceback = message
+        if message is not None:
+            path, reason = self._parse(message)
+        super().__init__(str(path), str(reason))
+
+    @classmethod
+    def _parse(cls, text: str) -> tuple[str, str]:
+        prefix = f"{cls.__module__}.{cls.__qualname__}: "
+        where = text.splitlines()[0].removeprefix("Caught SampleError ").rstrip(".")
+        for line in reversed(text.splitlines()):
+            if line.startswith(prefix):
+                path, _, reason = line[len(prefix) :].partition(": ")
+                return path, f"{reason} ({where})"
+        return "<DataLoader worker>", text.strip().splitlines()[-1]
+
+def decode(path: str) -> Image.Image:
+    """An upright RGB image, or :class:`SampleError` naming the file and the reason."""
+    try:
+        with Image.open(path) as im:
+            im.load()
+            ImageOps.exif_transpose(im, in_place=True)
+            if im.mode in ("I;16", "I;16L", "I;16B", "I;16N"):
+                arr = np.asarray(im, dtype=np.uint16) >> 8
+                return Image.fromarray(arr.astype(np.uint8)).convert("RGB")
+            return im if im.mode == "RGB" else im.convert("RGB")
+    except FileNotFoundError as e:
+        raise SampleError(path, "image file does not exist") from e
+    except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as e:
+        raise SampleError(path, f"cannot decode image: {type(e).__name__}: {e}") from e
