@@ -174,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
         given = {"epochs": args.epochs, "steps": args.steps, "windows_per_epoch": args.windows,
                  "warmup_steps": args.warmup_steps}  # fmt: skip
         plan = dataclasses.replace(base, **{k: v for k, v in given.items() if v is not None})
-        cpus = int(hardware.get("cpu_count") or 1)
+        cpus = hardware.cpu_count
         workers = (
             tuple(int(x) for x in args.grid_workers.split(","))
             if args.grid_workers
@@ -191,9 +191,9 @@ def main(argv: list[str] | None = None) -> int:
     emu = f"EMULATED accelerator {ms[0]:g} + {ms[1]:g} ms x batch" if workload.emulated else ""
     meta: dict[str, Any] = {
         "command": " ".join([os.path.basename(sys.argv[0]), *(argv or sys.argv[1:])]),
-        "machine": f"{hardware.get('cpu_model')}, {hardware.get('cpu_count')} logical CPUs, "
-        f"{(hardware.get('ram_bytes') or 0) / 2**30:.0f} GiB RAM, "
-        f"GPU {hardware.get('gpu_model') or 'none'}",
+        "machine": f"{hardware.cpu_model}, {hardware.cpu_count} logical CPUs, "
+        f"{(hardware.ram_bytes or 0) / 2**30:.0f} GiB RAM, "
+        f"GPU {hardware.gpu_model or 'none'}",
         "hardware": hardware,
         "workload": workload.to_dict(),
         "workload_desc": f"YOLOv4-tiny {workload.kind} at {workload.img_size} px, "

@@ -13,9 +13,13 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+# The one list of each option's names: the CLI's choices, spec checks and messages use these.
 WORKLOADS = ("train", "loader", "emulated")
 DEVICES = ("auto", "cuda", "cpu")
 OPTIMIZERS = ("sgd", "adamw")
+FORMATS = ("yolo", "voc", "coco")  # dataset layouts
+PRUNERS = ("wilcoxon", "median", "none")
+DEFAULT_PREFETCH = 2  # PyTorch's prefetch_factor when workers are used and none is given
 
 _SIZE_UNITS = {
     "": 1,
@@ -64,7 +68,10 @@ class LoaderConfig:
     num_workers: int = 0  # worker processes; 0 loads in the training process
     batch_size: int = 16  # images per step (also a training choice: fix it if it matters)
     pin_memory: bool = False  # page-locked host batches, faster and async host->device copies
-    prefetch_factor: int | None = None  # batches each worker loads ahead; None when 0 workers
+    # batches each worker loads ahead; None when 0 workers, and None with workers means
+    # PyTorch's default (2): normalised so that configurations building the same DataLoader
+    # compare equal
+    prefetch_factor: int | None = None
     persistent_workers: bool = False  # keep workers between epochs; only with workers > 0
 
     def __post_init__(self) -> None:
@@ -90,6 +97,8 @@ class LoaderConfig:
                 "persistent_workers=True needs num_workers > 0: with num_workers=0 there is no "
                 "worker to keep. Drop persistent_workers or add workers."
             )
+        if self.num_workers > 0 and self.prefetch_factor is None:
+            object.__setattr__(self, "prefetch_factor", DEFAULT_PREFETCH)
 
     def dataloader_kwargs(self) -> dict[str, Any]:
         """Keyword arguments for ``torch.utils.data.DataLoader`` (only the ones that apply)."""
@@ -99,7 +108,7 @@ class LoaderConfig:
             "pin_memory": self.pin_memory,
         }
         if self.num_workers > 0:
-            kwargs["prefetch_factor"] = self.prefetch_factor or 2
+            kwargs["prefetch_factor"] = self.prefetch_factor
             kwargs["persistent_workers"] = self.persistent_workers
         return kwargs
 
@@ -117,7 +126,7 @@ class LoaderConfig:
         if self.pin_memory:
             parts.append("pin")
         if self.num_workers > 0:
-            parts.append(f"pf{self.prefetch_factor or 2}")
+            parts.append(f"pf{self.prefetch_factor}")
             if self.persistent_workers:
                 parts.append("persist")
         return " ".join(parts)
@@ -166,6 +175,10 @@ class WorkloadSpec:
             )
         if self.vram_cap is not None and self.vram_cap <= 0:
             raise ValueError(f"vram_cap must be positive but got {self.vram_cap}.")
+        if self.data_format is not None and self.data_format not in FORMATS:
+            raise ValueError(
+                f"Unknown dataset format {self.data_format!r}; choose one of {', '.join(FORMATS)}."
+            )
         if self.optimizer not in OPTIMIZERS:
             raise ValueError(
                 f"Unknown optimizer {self.optimizer!r}; choose one of {', '.join(OPTIMIZERS)}."

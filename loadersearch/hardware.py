@@ -1,12 +1,13 @@
 """The machine a measurement runs on: a fingerprint of what matters for loader throughput.
 
 A study is tied to one hardware class; :func:`fingerprint` describes this host,
-:func:`differences` says what separates two of them and :func:`check_compatible` refuses a
-machine of another class joining a study.
+:func:`check_compatible` says what separates a study's stored fingerprint from this host and
+refuses a machine of another class joining the study.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.metadata
 import importlib.util
 import logging
@@ -14,6 +15,7 @@ import os
 import platform
 import re
 import socket
+from dataclasses import dataclass
 from typing import Any
 
 from loadersearch.errors import StudyError
@@ -133,34 +135,62 @@ def _shm_bytes() -> int | None:
         return None
 
 
-def fingerprint() -> dict[str, Any]:
-    """This host's hardware class (JSON-serialisable). Cheap: no torch import."""
+@dataclass(frozen=True)
+class Hardware:
+    """A host's hardware class: what loader throughput depends on, plus versions worth showing.
+
+    Stored in a study (user attribute ``hardware``) as :meth:`to_dict`; :meth:`from_dict`
+    reads the stored form, tolerating keys an older or newer loadersearch wrote.
+    """
+
+    host: str = "unknown"  # host name (or $LOADERSEARCH_HOST)
+    cpu_model: str = "unknown"
+    cpu_count: int = 1  # logical CPUs
+    physical_cores: int = 1
+    ram_bytes: int | None = None
+    shm_bytes: int | None = None  # size of /dev/shm (64 MiB in a default Docker container)
+    gpu_model: str | None = None  # the first GPU's name; None without an NVIDIA driver
+    gpu_memory_bytes: int | None = None
+    gpu_count: int = 0
+    nvidia_driver: str | None = None
+    torch: str | None = None  # torch version
+    torch_cuda: str | None = None  # the CUDA version torch was built with
+    python: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any] | Hardware | None) -> Hardware:
+        if isinstance(data, Hardware):
+            return data
+        known = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in (data or {}).items() if k in known and v is not None})
+
+
+def fingerprint() -> Hardware:
+    """This host's hardware class. Cheap: no torch import."""
     gpus, driver = _gpus()
     torch_version, torch_cuda = _torch_versions()
     try:
         ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError):
         ram = None
-    return {
-        "host": host_name(),
-        "cpu_model": _cpu_model(),
-        "cpu_count": os.cpu_count() or 1,
-        "physical_cores": _physical_cores(),
-        "ram_bytes": ram,
-        "shm_bytes": _shm_bytes(),
-        "gpu_model": gpus[0]["name"] if gpus else None,
-        "gpu_memory_bytes": gpus[0]["memory_bytes"] if gpus else None,
-        "gpu_count": len(gpus),
-        "nvidia_driver": driver,
-        "torch": torch_version,
-        "torch_cuda": torch_cuda,
-        "python": platform.python_version(),
-    }
-
-
-def differences(a: dict[str, Any], b: dict[str, Any], keys=THROUGHPUT_KEYS) -> list[str]:
-    """Human-readable differences between two fingerprints in ``keys``."""
-    return [f"{k}: {a.get(k)!r} vs {b.get(k)!r}" for k in keys if a.get(k) != b.get(k)]
+    return Hardware(
+        host=host_name(),
+        cpu_model=_cpu_model(),
+        cpu_count=os.cpu_count() or 1,
+        physical_cores=_physical_cores(),
+        ram_bytes=ram,
+        shm_bytes=_shm_bytes(),
+        gpu_model=gpus[0]["name"] if gpus else None,
+        gpu_memory_bytes=gpus[0]["memory_bytes"] if gpus else None,
+        gpu_count=len(gpus),
+        nvidia_driver=driver,
+        torch=torch_version,
+        torch_cuda=torch_cuda,
+        python=platform.python_version(),
+    )
 
 
 def _describe(key: str, value: Any) -> str:
@@ -170,7 +200,7 @@ def _describe(key: str, value: Any) -> str:
 
 
 def check_compatible(
-    stored: dict[str, Any] | None, current: dict[str, Any], *, allow_mixed: bool
+    stored: dict[str, Any] | None, current: Hardware, *, allow_mixed: bool
 ) -> list[str]:
     """Compare the fingerprint a study stored (its creator's) with this host's.
 
@@ -182,20 +212,21 @@ def check_compatible(
     """
     if not stored:
         return []
+    now = current.to_dict()
 
     def line(key: str) -> str:
         return (
             f"{key}: study {_describe(key, stored.get(key))}, "
-            f"this host {_describe(key, current.get(key))}"
+            f"this host {_describe(key, now.get(key))}"
         )
 
     # A key the stored fingerprint lacks (older loadersearch) is not a difference.
     def differs(key: str) -> bool:
-        return key in stored and stored.get(key) != current.get(key)
+        return key in stored and stored.get(key) != now.get(key)
 
     relevant = [line(k) for k in THROUGHPUT_KEYS if differs(k)]
     informational = [f"{line(k)} (informational)" for k in INFORMATIONAL_KEYS if differs(k)]
-    host = current.get("host", "this host")
+    host = current.host
     if relevant and not allow_mixed:
         raise StudyError(
             f"{host}'s hardware differs from the machine that created the study "

@@ -1,6 +1,14 @@
-"""Shared fixtures: small generated datasets (session-scoped, written once per test run)."""
+"""Shared fixtures: small generated datasets (session-scoped, written once per test run), and
+one list of storage backends with one fixture parametrised over it (Optuna's shape): every
+storage test runs on a SQLite file and, when ``$LOADERSEARCH_TEST_POSTGRES`` /
+``$LOADERSEARCH_TEST_MYSQL`` name a server (``.ci/run`` sets both), on PostgreSQL and MariaDB.
+Studies are named uniquely per test and deleted afterwards, so runs never see each other's."""
 
 from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
 
 import pytest
 
@@ -35,3 +43,76 @@ def tiny_voc(tmp_path_factory: pytest.TempPathFactory) -> str:
 def tiny_coco(tmp_path_factory: pytest.TempPathFactory) -> str:
     """The same 16 images as ``tiny_dataset``, in COCO layout. Read-only."""
     return _generate(tmp_path_factory, "coco")
+
+
+# (backend id, environment variable with its URL; None for the SQLite file in tmp_path)
+BACKENDS = [
+    ("sqlite", None),
+    ("postgresql", "LOADERSEARCH_TEST_POSTGRES"),
+    ("mysql", "LOADERSEARCH_TEST_MYSQL"),
+]
+SERVER_BACKENDS = [b for b in BACKENDS if b[1] is not None]
+
+
+def server_url(env_var: str) -> str:
+    """The URL in ``env_var``, or skip the test (a user's machine may have no server)."""
+    url = os.environ.get(env_var)
+    if not url:
+        pytest.skip(f"${env_var} is not set (no test server for this backend)")
+    return url
+
+
+def _delete_studies(url: str, prefix: str) -> None:
+    import optuna
+
+    storage = optuna.storages.RDBStorage(url)
+    try:
+        for study in storage.get_all_studies():
+            if study.study_name.startswith(prefix):
+                storage.delete_study(study._study_id)
+    finally:
+        storage.engine.dispose()
+
+
+@pytest.fixture
+def study_name() -> str:
+    """A study name no other test (or earlier run) uses."""
+    return f"lstest-{uuid.uuid4().hex[:12]}"
+
+
+def _url_for(backend: tuple[str, str | None], tmp_path) -> str:
+    name, env_var = backend
+    if env_var is None:
+        return f"sqlite:///{tmp_path / 'studies.db'}"
+    return server_url(env_var)
+
+
+@pytest.fixture(params=BACKENDS, ids=[b[0] for b in BACKENDS])
+def storage_url(request, tmp_path, study_name) -> Iterator[str]:
+    """A storage URL of each backend; studies named with ``study_name``'s prefix are deleted
+    after the test."""
+    url = _url_for(request.param, tmp_path)
+    yield url
+    _delete_studies(url, study_name)
+
+
+# Several processes (run, workers) on one study: a SQLite file behaves the same on one machine,
+# so these run on SQLite everywhere and on PostgreSQL where a server is set. (MySQL is covered
+# by the storage tests; twice the processes would only repeat them.)
+SHARED_BACKENDS = [b for b in BACKENDS if b[0] in ("sqlite", "postgresql")]
+
+
+@pytest.fixture(params=SHARED_BACKENDS, ids=[b[0] for b in SHARED_BACKENDS])
+def shared_url(request, tmp_path, study_name) -> Iterator[str]:
+    """A storage URL that several CLI processes share: a SQLite file, or PostgreSQL."""
+    url = _url_for(request.param, tmp_path)
+    yield url
+    _delete_studies(url, study_name)
+
+
+@pytest.fixture
+def postgres_url(study_name) -> Iterator[str]:
+    """The PostgreSQL test server (skips without one); the test's studies are deleted after."""
+    url = server_url("LOADERSEARCH_TEST_POSTGRES")
+    yield url
+    _delete_studies(url, study_name)

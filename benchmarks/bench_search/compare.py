@@ -271,7 +271,7 @@ def _log_progress() -> Any:
     return LogProgress()
 
 
-def run_loadersearch(settings: Any, method: str, *, hardware: dict[str, Any]) -> MethodRun:
+def run_loadersearch(settings: Any, method: str, *, hardware: Any) -> MethodRun:
     """loadersearch as users run it: :func:`loadersearch.search.study.run_study`, the function
     ``loadersearch run`` calls (study creation, batch probe, baselines enqueued first, TPE,
     the pruner of ``settings``, the interleaved confirmation of the finalists)."""

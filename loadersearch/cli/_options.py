@@ -2,9 +2,23 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import click
 
-from loadersearch.config import parse_size
+from loadersearch.config import (
+    DEVICES,
+    FORMATS,
+    OPTIMIZERS,
+    WORKLOADS,
+    MeasurePlan,
+    WorkloadSpec,
+    parse_size,
+)
+
+_PLAN = MeasurePlan()
+_SPEC = WorkloadSpec()
 
 storage_option = click.option(
     "--storage",
@@ -60,3 +74,164 @@ class PairType(click.ParamType):
         except ValueError:
             self.fail(f"{value!r} is not two numbers separated by a comma, e.g. 20,2", param, ctx)
         return (a, b)
+
+
+def _apply(options: list[Callable]) -> Callable:
+    def decorate(f: Callable) -> Callable:
+        for option in reversed(options):
+            f = option(f)
+        return f
+
+    return decorate
+
+
+# What a measurement trains on (WorkloadSpec), shared by run and bench. Every default is None
+# ("not given"): a study spec file or WorkloadSpec's own default applies.
+workload_options = _apply(
+    [
+        click.option(
+            "--workload",
+            "kind",
+            type=click.Choice(WORKLOADS),
+            default=None,
+            help="train: YOLOv4-tiny forward+backward+step on this machine's device (default); "
+            "loader: the data pipeline alone; emulated: a sleeping stand-in accelerator "
+            "(labelled EMULATED).",
+        ),
+        click.option(
+            "--data",
+            type=click.Path(),
+            default=None,
+            help="Dataset directory (YOLO, VOC or COCO layout). Default: the built-in "
+            "generated dataset.",
+        ),
+        click.option(
+            "--data-format",
+            "--format",
+            "data_format",
+            type=click.Choice(FORMATS),
+            default=None,
+            help="Dataset layout; detected from the directory when omitted.",
+        ),
+        click.option(
+            "--data-split",
+            default=None,
+            help="Split to use when the dataset holds several (e.g. train, train2017).",
+        ),
+        click.option(
+            "--img-size",
+            type=click.IntRange(min=32),
+            default=None,
+            help="Network input in pixels (multiple of 32). Default: 416, or 128 for train "
+            "on a CPU.",
+        ),
+        click.option(
+            "--device",
+            type=click.Choice(DEVICES),
+            default=None,
+            help="Where the train and loader workloads run (default auto: CUDA when present).",
+        ),
+        click.option(
+            "--vram-cap",
+            type=SizeType(),
+            default=None,
+            help="Device memory a configuration may use, e.g. 6GiB, 6G, 6000MiB.",
+        ),
+        click.option(
+            "--emulated-ms",
+            type=PairType(),
+            default=None,
+            help="Emulated step time A,B: A + B*batch ms [default: "
+            f"{_SPEC.emulated_ms[0]:g},{_SPEC.emulated_ms[1]:g}].",
+        ),
+        click.option(
+            "--emulated-mib",
+            type=PairType(),
+            default=None,
+            help="Emulated device memory M0,M1: M0 + M1*batch MiB [default: "
+            f"{_SPEC.emulated_mib[0]:g},{_SPEC.emulated_mib[1]:g}].",
+        ),
+        click.option(
+            "--mosaic/--no-mosaic",
+            default=None,
+            help="4-image mosaic augmentation (p=0.5) [default: off].",
+        ),
+        click.option(
+            "--skip-bad-samples",
+            is_flag=True,
+            default=None,
+            help="Leave out unreadable samples (counted) instead of stopping.",
+        ),
+        click.option(
+            "--optimizer",
+            type=click.Choice(OPTIMIZERS),
+            default=None,
+            help=f"Optimizer of the train workload [default: {_SPEC.optimizer}].",
+        ),
+    ]
+)
+WORKLOAD_KEYS = (
+    "kind",
+    "data",
+    "data_format",
+    "data_split",
+    "img_size",
+    "device",
+    "vram_cap",
+    "emulated_ms",
+    "emulated_mib",
+    "mosaic",
+    "skip_bad_samples",
+    "optimizer",
+)
+
+# How long a measurement runs (MeasurePlan), shared by run and bench; None = not given.
+plan_options = _apply(
+    [
+        click.option(
+            "--epochs",
+            type=click.IntRange(min=1),
+            default=None,
+            help="Measured short epochs, after the warm-up.",
+        ),
+        click.option(
+            "--steps", type=click.IntRange(min=1), default=None, help="Batches per short epoch."
+        ),
+        click.option(
+            "--windows-per-epoch",
+            "--windows",
+            "windows_per_epoch",
+            type=click.IntRange(min=1),
+            default=None,
+            help="Measurement windows per short epoch: the steps the pruner compares.",
+        ),
+        click.option(
+            "--warmup-epochs",
+            type=click.IntRange(min=0),
+            default=None,
+            help=f"Unmeasured warm-up epochs [default: {_PLAN.warmup_epochs}].",
+        ),
+        click.option(
+            "--warmup-steps",
+            type=click.IntRange(min=1),
+            default=None,
+            help="Batches per warm-up epoch.",
+        ),
+        click.option(
+            "--timeout",
+            "--trial-timeout",
+            "timeout_s",
+            type=click.FloatRange(min=0, min_open=True),
+            default=None,
+            help=f"Wall-clock limit of one measurement in seconds, start-up included "
+            f"[default: {_PLAN.timeout_s:g}].",
+        ),
+    ]
+)
+PLAN_KEYS = ("epochs", "steps", "windows_per_epoch", "warmup_epochs", "warmup_steps", "timeout_s")
+
+
+def given(opts: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
+    """The options among ``keys`` that were given (not None), removed from ``opts``."""
+    found = {k: opts.pop(k) for k in keys if k in opts}
+    return {k: v for k, v in found.items() if v is not None}

@@ -4,27 +4,24 @@ from __future__ import annotations
 
 import json
 import sys
+from typing import Any
 
 import click
 
-from loadersearch.cli._options import PairType, SizeType
-from loadersearch.config import (
-    DEVICES,
-    OPTIMIZERS,
-    WORKLOADS,
-    LoaderConfig,
-    MeasurePlan,
-    WorkloadSpec,
+from loadersearch.cli._options import (
+    PLAN_KEYS,
+    WORKLOAD_KEYS,
+    given,
+    plan_options,
+    workload_options,
 )
+from loadersearch.config import LoaderConfig, MeasurePlan, WorkloadSpec
 from loadersearch.errors import LoaderSearchError
 
 # Exit codes of bench (documented in --help).
 EXIT_OK = 0
 EXIT_ERROR = 1
 EXIT_INFEASIBLE = 3
-
-_PLAN = MeasurePlan()
-_SPEC = WorkloadSpec()
 
 
 def _fmt_bytes(n: float | None) -> str:
@@ -45,31 +42,7 @@ configuration; 3 infeasible (over the VRAM cap, a DataLoader worker killed, a ha
 --timeout, the process killed); 130 Ctrl-C (the measuring processes are killed first).
 With --json the result is printed as JSON in every case, with the same exit codes.""",
 )
-@click.option(
-    "--data",
-    type=click.Path(file_okay=False),
-    default=None,
-    help="Dataset directory (YOLO, VOC or COCO layout). Default: the embedded generated dataset.",
-)
-@click.option(
-    "--data-format",
-    type=click.Choice(["yolo", "voc", "coco"]),
-    default=None,
-    help="Dataset layout; detected from the directory when omitted.",
-)
-@click.option(
-    "--data-split",
-    default=None,
-    help="Split to use when the dataset holds several (e.g. train, train2017).",
-)
-@click.option(
-    "--workload",
-    type=click.Choice(WORKLOADS),
-    default="train",
-    show_default=True,
-    help="train: YOLOv4-tiny forward+backward+step; loader: the data pipeline alone; "
-    "emulated: a sleeping stand-in accelerator (labelled EMULATED).",
-)
+@workload_options
 @click.option("--num-workers", type=click.IntRange(min=0), default=0, show_default=True)
 @click.option("--batch-size", type=click.IntRange(min=1), default=16, show_default=True)
 @click.option("--pin-memory/--no-pin-memory", default=False, show_default=True)
@@ -85,117 +58,16 @@ With --json the result is printed as JSON in every case, with the same exit code
     show_default=True,
     help="Keep workers alive between epochs. Needs workers.",
 )
-@click.option(
-    "--img-size",
-    type=click.IntRange(min=32),
-    default=None,
-    help="Network input in pixels (multiple of 32). Default: 416, or 128 for train on a CPU.",
-)
-@click.option(
-    "--epochs",
-    type=click.IntRange(min=1),
-    default=_PLAN.epochs,
-    show_default=True,
-    help="Measured short epochs (after the warm-up).",
-)
-@click.option(
-    "--steps",
-    type=click.IntRange(min=1),
-    default=_PLAN.steps,
-    show_default=True,
-    help="Batches per short epoch.",
-)
-@click.option(
-    "--windows",
-    type=click.IntRange(min=1),
-    default=_PLAN.windows_per_epoch,
-    show_default=True,
-    help="Measurement windows per epoch.",
-)
-@click.option(
-    "--warmup-steps",
-    type=click.IntRange(min=1),
-    default=_PLAN.warmup_steps,
-    show_default=True,
-    help="Batches per warm-up epoch.",
-)
-@click.option(
-    "--warmup-epochs",
-    type=click.IntRange(min=0),
-    default=_PLAN.warmup_epochs,
-    show_default=True,
-    help="Unmeasured warm-up epochs.",
-)
-@click.option(
-    "--vram-cap",
-    type=SizeType(),
-    default=None,
-    help="Device memory a configuration may use, e.g. 6GiB, 6G, 6000MiB.",
-)
-@click.option(
-    "--emulated-ms",
-    type=PairType(),
-    default=None,
-    help=f"Emulated step time a + b*batch ms [default: "
-    f"{_SPEC.emulated_ms[0]:g},{_SPEC.emulated_ms[1]:g}].",
-)
-@click.option(
-    "--emulated-mib",
-    type=PairType(),
-    default=None,
-    help=f"Emulated device memory m0 + m1*batch MiB [default: "
-    f"{_SPEC.emulated_mib[0]:g},{_SPEC.emulated_mib[1]:g}].",
-)
-@click.option(
-    "--timeout",
-    type=click.FloatRange(min=0, min_open=True),
-    default=_PLAN.timeout_s,
-    show_default=True,
-    help="Wall-clock limit of the measurement, start-up included.",
-)
-@click.option("--device", type=click.Choice(DEVICES), default="auto", show_default=True)
-@click.option(
-    "--optimizer",
-    type=click.Choice(OPTIMIZERS),
-    default="sgd",
-    show_default=True,
-    help="Optimizer of the train workload.",
-)
-@click.option(
-    "--mosaic/--no-mosaic",
-    default=False,
-    show_default=True,
-    help="4-image mosaic augmentation (p=0.5).",
-)
-@click.option(
-    "--skip-bad-samples", is_flag=True, help="Skip unreadable images instead of failing."
-)
+@plan_options
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def bench(
-    data: str | None,
-    data_format: str | None,
-    data_split: str | None,
-    workload: str,
     num_workers: int,
     batch_size: int,
     pin_memory: bool,
     prefetch_factor: int | None,
     persistent_workers: bool,
-    img_size: int | None,
-    epochs: int,
-    steps: int,
-    windows: int,
-    warmup_epochs: int,
-    warmup_steps: int | None,
-    vram_cap: int | None,
-    emulated_ms: tuple[float, float] | None,
-    emulated_mib: tuple[float, float] | None,
-    timeout: float,
-    device: str,
-    optimizer: str,
-    mosaic: bool,
-    skip_bad_samples: bool,
     as_json: bool,
+    **opts: Any,
 ) -> None:
     """Measure one DataLoader configuration and print its throughput.
 
@@ -219,34 +91,11 @@ def bench(
             prefetch_factor=prefetch_factor,
             persistent_workers=persistent_workers,
         )
-        spec_kwargs = {}
-        if emulated_ms is not None:
-            spec_kwargs["emulated_ms"] = emulated_ms
-        if emulated_mib is not None:
-            spec_kwargs["emulated_mib"] = emulated_mib
-        spec = WorkloadSpec(
-            kind=workload,
-            data=data,
-            data_format=data_format,
-            data_split=data_split,
-            img_size=img_size,
-            mosaic=mosaic,
-            skip_bad_samples=skip_bad_samples,
-            device=device,
-            vram_cap=vram_cap,
-            optimizer=optimizer,
-            **spec_kwargs,
-        )
-        plan = MeasurePlan(
-            epochs=epochs,
-            steps=steps,
-            windows_per_epoch=windows,
-            warmup_epochs=warmup_epochs,
-            warmup_steps=warmup_steps,
-            timeout_s=timeout,
-        )
+        spec = WorkloadSpec(**given(opts, WORKLOAD_KEYS))
+        plan = MeasurePlan(**given(opts, PLAN_KEYS))
     except ValueError as e:
         raise LoaderSearchError(f"invalid configuration: {e}") from e
+    workload = spec.kind
 
     from rich.console import Console
 

@@ -7,7 +7,7 @@ import shutil
 
 import click
 
-FORMATS = ("yolo", "voc", "coco")  # kept in step with loadersearch.workload.synthetic.FORMATS
+from loadersearch.config import FORMATS
 
 
 @click.command("make-dataset")

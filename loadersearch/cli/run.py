@@ -10,13 +10,17 @@ from typing import Any
 import click
 
 from loadersearch.cli._options import (
-    PairType,
+    PLAN_KEYS,
+    WORKLOAD_KEYS,
     allow_mixed_hardware_option,
+    given,
     no_wait_option,
+    plan_options,
     storage_option,
     study_option,
+    workload_options,
 )
-from loadersearch.config import WORKLOADS
+from loadersearch.config import PRUNERS
 
 _SPACE_HELP = (
     "Narrow a knob: num_workers=2:12, batch_size=8:64:8 (step) or pow2:8:128, "
@@ -40,46 +44,7 @@ _SPACE_HELP = (
 )
 @study_option("Study name (default: from workload and hardware).")
 @storage_option
-@click.option(
-    "--workload",
-    type=click.Choice(WORKLOADS),
-    default=None,
-    help="train (YOLOv4-tiny on this machine's device), loader (the pipeline alone) "
-    "or emulated (a stand-in GPU).",
-)
-@click.option(
-    "--data",
-    type=click.Path(),
-    help="Dataset directory (YOLO, VOC or COCO layout; default: the built-in generated dataset).",
-)
-@click.option(
-    "--data-format",
-    "--format",
-    "data_format",
-    type=click.Choice(["yolo", "voc", "coco"]),
-    help="Dataset layout (default: detected).",
-)
-@click.option(
-    "--data-split",
-    help="Split to use when the dataset holds several (e.g. train, train2017).",
-)
-@click.option("--img-size", type=int, help="Network input size (default 416 on CUDA, 128 on CPU).")
-@click.option(
-    "--device",
-    type=click.Choice(["auto", "cuda", "cpu"]),
-    default=None,
-    help="Where the train/loader workloads run (default auto: CUDA when present).",
-)
-@click.option("--vram-cap", help="GPU memory a trial may use, e.g. 6GiB.")
-@click.option("--emulated-ms", type=PairType(), help="Emulated step time A,B: A + B*batch ms.")
-@click.option("--emulated-mib", type=PairType(), help="Emulated memory M0,M1: M0 + M1*batch MiB.")
-@click.option("--mosaic/--no-mosaic", default=None, help="4-image mosaic augmentation.")
-@click.option(
-    "--skip-bad-samples",
-    is_flag=True,
-    default=None,
-    help="Skip unreadable samples instead of stopping.",
-)
+@workload_options
 @click.option(
     "--fix",
     "fixes",
@@ -88,21 +53,10 @@ _SPACE_HELP = (
     help="Fix a knob, e.g. batch_size=16. Repeatable.",
 )
 @click.option("--space", "ranges", multiple=True, metavar="KNOB=RANGE", help=_SPACE_HELP)
-@click.option("--epochs", type=click.IntRange(min=1), help="Measured short epochs per trial.")
-@click.option("--steps", type=click.IntRange(min=1), help="Steps per short epoch.")
-@click.option(
-    "--windows-per-epoch",
-    type=click.IntRange(min=1),
-    help="Measurement windows per short epoch: the steps the pruner compares.",
-)
-@click.option(
-    "--warmup-epochs", type=click.IntRange(min=0), help="Unmeasured warm-up epochs (default 1)."
-)
-@click.option("--warmup-steps", type=click.IntRange(min=1), help="Steps per warm-up epoch.")
-@click.option("--trial-timeout", type=click.FloatRange(min=1), help="Seconds per trial at most.")
+@plan_options
 @click.option(
     "--pruner",
-    type=click.Choice(["wilcoxon", "median", "none"]),
+    type=click.Choice(PRUNERS),
     default=None,
     help="wilcoxon (default): prune a trial only when it is clearly (>5%, p<0.1) slower than "
     "the best, window by window; median: Optuna's MedianPruner; none: no pruning.",
@@ -162,27 +116,8 @@ def run(spec_file: str | None, quiet: bool, no_wait: bool, **opts: Any) -> None:
         "probe": False if opts["no_probe"] else None,
         "allow_mixed_hardware": True if opts["allow_mixed_hardware"] else None,
     }
-    overrides.workload = {
-        "kind": opts["workload"],
-        "data": opts["data"],
-        "data_format": opts["data_format"],
-        "data_split": opts["data_split"],
-        "img_size": opts["img_size"],
-        "device": opts["device"],
-        "vram_cap": opts["vram_cap"],
-        "emulated_ms": opts["emulated_ms"],
-        "emulated_mib": opts["emulated_mib"],
-        "mosaic": opts["mosaic"],
-        "skip_bad_samples": opts["skip_bad_samples"],
-    }
-    overrides.plan = {
-        "epochs": opts["epochs"],
-        "steps": opts["steps"],
-        "windows_per_epoch": opts["windows_per_epoch"],
-        "warmup_epochs": opts["warmup_epochs"],
-        "warmup_steps": opts["warmup_steps"],
-        "timeout_s": opts["trial_timeout"],
-    }
+    overrides.workload = given(opts, WORKLOAD_KEYS)
+    overrides.plan = given(opts, PLAN_KEYS)
     hardware = fingerprint()
     settings = resolve_settings(
         spec_file, overrides, hardware=hardware, storage=resolve_storage_url(opts["storage"])

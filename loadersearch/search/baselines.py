@@ -8,9 +8,9 @@ about the batch size.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from loadersearch.config import LoaderConfig
+from loadersearch.hardware import Hardware
 from loadersearch.search.space import SearchSpace
 
 DEFAULT_BATCH = 16  # the common YOLOv4-tiny recipe (FACTS.md section 1)
@@ -23,12 +23,12 @@ class Baseline:
     config: LoaderConfig
 
 
-def baselines(space: SearchSpace, hardware: dict[str, Any], *, gpu: bool) -> list[Baseline]:
+def baselines(space: SearchSpace, hardware: Hardware, *, gpu: bool) -> list[Baseline]:
     """The three baselines for this machine, clamped to ``space``; configurations that clamp to
     the same point are merged (their names joined with ``+``)."""
-    cpus = int(hardware.get("cpu_count") or 1)
-    physical = int(hardware.get("physical_cores") or cpus)
-    gpus = int(hardware.get("gpu_count") or 0) if gpu else 0
+    cpus = hardware.cpu_count
+    physical = hardware.physical_cores
+    gpus = hardware.gpu_count if gpu else 0
     ultralytics_workers = min(cpus // max(gpus, 1), 8)
     rules = [
         (

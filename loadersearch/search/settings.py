@@ -22,9 +22,10 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
-from loadersearch.config import MeasurePlan, WorkloadSpec
+from loadersearch.config import PRUNERS, MeasurePlan, WorkloadSpec
 from loadersearch.config import parse_size as config_parse_size
 from loadersearch.errors import LoaderSearchError
+from loadersearch.hardware import Hardware
 from loadersearch.search.space import KNOBS, SearchSpace, SpaceError, default_worker_bound
 
 if sys.version_info >= (3, 11):
@@ -32,7 +33,6 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
-PRUNERS = ("wilcoxon", "median", "none")
 _SECTIONS = {
     "study": {
         "name",
@@ -137,7 +137,7 @@ def resolve_settings(
     spec_file: str | None,
     overrides: Overrides,
     *,
-    hardware: dict[str, Any],
+    hardware: Hardware,
     storage: str | None = None,
 ) -> StudySettings:
     """Merge defaults, the spec file and the command line into :class:`StudySettings`.
@@ -194,7 +194,7 @@ def resolve_settings(
     trials = int(study.get("trials", 40))
     if trials < 1:
         raise SpecError(f"trials must be at least 1 but got {trials}.")
-    pruner = str(study.get("pruner", "wilcoxon"))
+    pruner = str(study.get("pruner", PRUNERS[0]))
     if pruner not in PRUNERS:
         raise SpecError(f"unknown pruner {pruner!r}; choose one of {', '.join(PRUNERS)}.")
     rounds = int(study.get("confirm_rounds", 3))
@@ -222,19 +222,19 @@ def resolve_settings(
     )
 
 
-def uses_cuda(workload: WorkloadSpec, hardware: dict[str, Any]) -> bool:
+def uses_cuda(workload: WorkloadSpec, hardware: Hardware) -> bool:
     """Whether the measurement will run on a CUDA device (the emulated device never does)."""
     if workload.kind == "emulated" or workload.device == "cpu":
         return False
-    return workload.device == "cuda" or int(hardware.get("gpu_count") or 0) > 0
+    return workload.device == "cuda" or hardware.gpu_count > 0
 
 
-def cpu_bound(workload: WorkloadSpec, hardware: dict[str, Any]) -> bool:
+def cpu_bound(workload: WorkloadSpec, hardware: Hardware) -> bool:
     """Whether the CPU does the heavy work of this measurement: training on a CPU, or any
     workload on a host without a GPU (its loader decodes ~50-100 img/s at 416 px). Such
     measurements get short plans and small batches."""
     gpu = uses_cuda(workload, hardware)
-    return not gpu and (workload.kind == "train" or not int(hardware.get("gpu_count") or 0))
+    return not gpu and (workload.kind == "train" or hardware.gpu_count == 0)
 
 
 def default_plan(*, small: bool) -> MeasurePlan:
@@ -250,9 +250,9 @@ def default_plan(*, small: bool) -> MeasurePlan:
     return MeasurePlan(epochs=3, steps=8, windows_per_epoch=4, warmup_epochs=1, warmup_steps=4)
 
 
-def default_space(hardware: dict[str, Any], *, small: bool) -> SearchSpace:
+def default_space(hardware: Hardware, *, small: bool) -> SearchSpace:
     """The default ranges for this machine (batch sizes 8..32 where the CPU does the work)."""
-    workers = default_worker_bound(int(hardware.get("cpu_count") or os.cpu_count() or 1))
+    workers = default_worker_bound(hardware.cpu_count)
     batch = (8, 32) if small else (8, 128)
     return SearchSpace(num_workers=(0, workers), batch_size=batch, batch_step=8)
 

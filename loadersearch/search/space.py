@@ -244,7 +244,7 @@ class SearchSpace:
         prefetch = None
         persistent = False
         if workers > 0:
-            prefetch = clip("prefetch_factor", config.prefetch_factor or 2)
+            prefetch = clip("prefetch_factor", config.prefetch_factor)
             persistent = pick("persistent_workers", config.persistent_workers)
         return LoaderConfig(
             num_workers=workers,
@@ -261,7 +261,7 @@ class SearchSpace:
         params = {"num_workers": config.num_workers, "batch_size": config.batch_size}
         params["pin_memory"] = config.pin_memory
         if config.num_workers > 0:
-            params["prefetch_factor"] = config.prefetch_factor or 2
+            params["prefetch_factor"] = config.prefetch_factor
             params["persistent_workers"] = config.persistent_workers
         return {k: v for k, v in params.items() if k not in fixed}
 

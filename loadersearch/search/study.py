@@ -22,6 +22,7 @@ import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from loadersearch.config import PRUNERS
 from loadersearch.errors import StudyError
 from loadersearch.search.baselines import baselines as baseline_rules
 from loadersearch.search.batchprobe import ProbeResult, probe_max_batch
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
     import optuna
 
     from loadersearch.config import WorkloadSpec
+    from loadersearch.hardware import Hardware
 
 _logger = logging.getLogger(__name__)
 
@@ -56,7 +58,7 @@ class RunOutcome:
     resumed: bool
 
 
-def default_study_name(workload: WorkloadSpec, hardware: dict[str, Any]) -> str:
+def default_study_name(workload: WorkloadSpec, hardware: Hardware) -> str:
     """e.g. ``yolov4-tiny-train-128-cpu2``, ``yolov4-tiny-emulated-416-voc-cpu16``."""
     gpu = uses_cuda(workload, hardware)
     img = _img_size(workload, gpu)
@@ -65,15 +67,15 @@ def default_study_name(workload: WorkloadSpec, hardware: dict[str, Any]) -> str:
         parts.append(_slug(workload.data.rstrip("/").split("/")[-1]))
     if workload.vram_cap:
         parts.append(f"cap{workload.vram_cap / 2**30:g}g")
-    if gpu and hardware.get("gpu_model"):
-        model = _slug(str(hardware["gpu_model"]).replace("NVIDIA", ""))
-        parts.append(f"{model}x{hardware.get('gpu_count', 1)}")
+    if gpu and hardware.gpu_model:
+        model = _slug(hardware.gpu_model.replace("NVIDIA", ""))
+        parts.append(f"{model}x{hardware.gpu_count}")
     else:
-        parts.append(f"cpu{hardware.get('cpu_count', 1)}")
+        parts.append(f"cpu{hardware.cpu_count}")
     return "-".join(p for p in parts if p)
 
 
-def describe_workload(settings: StudySettings, hardware: dict[str, Any]) -> str:
+def describe_workload(settings: StudySettings, hardware: Hardware) -> str:
     w = settings.workload
     img = _img_size(w, uses_cuda(w, hardware))
     text = f"YOLOv4-tiny {w.kind} at {img} px on {w.data or 'the built-in generated dataset'}"
@@ -117,7 +119,7 @@ def make_pruner(name: str, n_windows: int) -> optuna.pruners.BasePruner:
         return optuna.pruners.MedianPruner(n_startup_trials=5, n_warmup_steps=n_windows // 2)
     if name == "wilcoxon":
         return ClearlySlowerPruner(p_threshold=0.1, margin=0.05, n_startup_steps=4)
-    raise StudyError(f"unknown pruner {name!r}; choose wilcoxon, median or none.")
+    raise StudyError(f"unknown pruner {name!r}; choose one of {', '.join(PRUNERS)}.")
 
 
 def make_sampler(seed: int | None) -> optuna.samplers.BaseSampler:
@@ -135,7 +137,7 @@ def make_sampler(seed: int | None) -> optuna.samplers.BaseSampler:
 
 def open_study(
     settings: StudySettings,
-    hardware: dict[str, Any],
+    hardware: Hardware,
     *,
     create: bool,
 ) -> tuple[optuna.Study, bool]:
@@ -175,7 +177,7 @@ def open_study(
     attrs = {
         "spec": settings.spec_dict(),
         "workload_description": describe_workload(settings, hardware),
-        "hardware": hardware,
+        "hardware": hardware.to_dict(),
         "vram_cap": settings.workload.vram_cap,
         "pruner": settings.pruner,
         "emulated": settings.workload.emulated,
@@ -219,7 +221,7 @@ def _norm(value: Any) -> Any:
     return value
 
 
-def _check_hardware(study: optuna.Study, hardware: dict[str, Any], allow_mixed: bool) -> None:
+def _check_hardware(study: optuna.Study, hardware: Hardware, allow_mixed: bool) -> None:
     from loadersearch import hardware as hw
 
     stored = study.user_attrs.get("hardware")
@@ -239,7 +241,7 @@ def settings_from_study(study: optuna.Study, **changes: Any) -> StudySettings:
         plan=MeasurePlan.from_dict(spec["plan"]),
         space=SearchSpace.from_dict(spec["space"]),
         study_name=study.study_name,
-        pruner=study.user_attrs.get("pruner", "wilcoxon"),
+        pruner=study.user_attrs.get("pruner", PRUNERS[0]),
         epochs_planned=study.user_attrs.get("epochs_planned", 300),
         confirm_rounds=study.user_attrs.get("confirm_rounds", 3),
     )
@@ -249,7 +251,7 @@ def settings_from_study(study: optuna.Study, **changes: Any) -> StudySettings:
 def ensure_probe(
     study: optuna.Study,
     settings: StudySettings,
-    hardware: dict[str, Any],
+    hardware: Hardware,
     *,
     measure_fn: MeasureFn,
     progress: Progress,
@@ -285,7 +287,7 @@ def bounded_space(space: SearchSpace, probe: ProbeResult) -> SearchSpace:
 
 
 def enqueue_baselines(
-    study: optuna.Study, space: SearchSpace, hardware: dict[str, Any], *, gpu: bool
+    study: optuna.Study, space: SearchSpace, hardware: Hardware, *, gpu: bool
 ) -> list[dict[str, Any]]:
     """Enqueue the baselines once per study (resume-safe: the study remembers it did)."""
     stored = study.user_attrs.get("baselines")
@@ -312,7 +314,7 @@ def run_study(
     confirm: bool = True,
     measure_fn: MeasureFn | None = None,
     progress: Progress | None = None,
-    hardware: dict[str, Any] | None = None,
+    hardware: Hardware | None = None,
 ) -> RunOutcome:
     """Run (or resume) a study until it holds ``settings.trials`` finished trials, then
     confirm the finalists (when ``confirm``).

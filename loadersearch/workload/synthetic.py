@@ -29,9 +29,10 @@ from xml.sax.saxutils import escape
 import numpy as np
 from PIL import Image
 
+from loadersearch.config import FORMATS
+
 log = logging.getLogger(__name__)
 
-FORMATS = ("yolo", "voc", "coco")
 DEFAULT_DATASET_DIR = os.path.join("studies", "data", "voc-synth-512")
 DEFAULT_DATASET_IMAGES = 512
 DEFAULT_DATASET_SEED = 0

@@ -34,7 +34,7 @@ def _fingerprint(path: str) -> tuple[str, int]:
         (["--fix", "batch_size=big"], "whole numbers"),
         (["--trials", "0"], "Invalid value for '--trials'"),
         (["--data", "/nonexistent/dataset"], "dataset directory /nonexistent/dataset does not"),
-        (["--vram-cap", "lots"], "cannot read the size 'lots'"),
+        (["--vram-cap", "lots"], "Cannot read the size 'lots'"),
         (["--storage", "postgresql+psycopg://u:secret@127.0.0.1:1/db"], "cannot open"),
     ],
 )

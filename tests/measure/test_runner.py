@@ -12,7 +12,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from procs import alive, measurement_processes
+from helpers.procs import alive, measurement_processes
 
 from loadersearch.config import LoaderConfig, MeasurePlan, WorkloadSpec
 from loadersearch.measure import measure

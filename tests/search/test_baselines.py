@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from loadersearch.hardware import Hardware
 from loadersearch.search.baselines import baselines
 from loadersearch.search.space import SearchSpace
 
-HOST = {"cpu_count": 16, "physical_cores": 8, "gpu_count": 1}
+HOST = Hardware(cpu_count=16, physical_cores=8, gpu_count=1)
 
 
 def test_baselines_follow_each_rule_on_a_gpu_host() -> None:

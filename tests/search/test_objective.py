@@ -8,13 +8,14 @@ from optuna.trial import TrialState
 
 from loadersearch.config import MeasurePlan, WorkloadSpec
 from loadersearch.errors import DatasetError, StudyError
+from loadersearch.hardware import Hardware
 from loadersearch.measure.result import BAD_DATASET, CRASH, ERROR, MeasureResult, Window
 from loadersearch.search.objective import window_value
 from loadersearch.search.settings import StudySettings
 from loadersearch.search.space import SearchSpace
 from loadersearch.search.study import run_study
 
-HOST = {"host": "test", "cpu_count": 2, "physical_cores": 2, "gpu_count": 0}
+HOST = Hardware(host="test", cpu_count=2, physical_cores=2, gpu_count=0)
 
 
 @pytest.fixture(autouse=True)

@@ -52,7 +52,8 @@ of objects, so DataLoader workers do not copy it on read (reference counts touch
 
 from __future__ import annotations
 
-from loadersearch.workload.datasets._common import FORMATS, IMAGE_EXTS
+from loadersearch.config import FORMATS
+from loadersearch.workload.datasets._common import IMAGE_EXTS
 from loadersearch.workload.datasets.dataset import (
     DetectionDataset,
     collate,

@@ -13,7 +13,6 @@ from loadersearch.errors import DatasetError
 
 log = logging.getLogger(__name__)
 
-FORMATS = ("yolo", "voc", "coco")
 IMAGE_EXTS = (".jpg", ".jpeg", ".png", ".bmp", ".webp", ".tif", ".tiff")
 COORD_TOL = 1e-3  # YOLO coordinates may exceed [0, 1] by this much (rounding in exports)
 SKIP_HINT = "fix it, or pass --skip-bad-samples to leave such images out (they are counted)"

@@ -12,9 +12,10 @@ import torch
 from PIL import Image
 from torch.utils.data import Dataset, default_collate, get_worker_info
 
+from loadersearch.config import FORMATS
 from loadersearch.errors import DatasetError
 from loadersearch.workload import augment as aug
-from loadersearch.workload.datasets._common import FORMATS, Problems
+from loadersearch.workload.datasets._common import Problems
 from loadersearch.workload.datasets.coco import read_coco
 from loadersearch.workload.datasets.decode import SampleError, decode
 from loadersearch.workload.datasets.detect import detect_format

@@ -1,5 +1,6 @@
-"""End to end: ``loadersearch run`` and ``loadersearch worker`` processes sharing one study on
-the PostgreSQL test server, with the emulated workload on the tiny dataset."""
+"""End to end: ``loadersearch run`` and ``loadersearch worker`` processes sharing one study (a
+SQLite file, and the PostgreSQL test server when one is set), with the emulated workload on the
+tiny dataset."""
 
 from __future__ import annotations
 
@@ -92,21 +93,21 @@ def _create(url, name, data, env, trials: int, host: str = "node-a") -> None:
 
 
 def test_two_workers_on_two_hosts_share_one_budget_exactly(
-    postgres_url, study_name, tiny_dataset, env
+    shared_url, study_name, tiny_dataset, env
 ):
     total = 6
     started = time.monotonic()
     first = _cli(
-        ["run", "--study", study_name, "--storage", postgres_url, "--trials", str(total),
+        ["run", "--study", study_name, "--storage", shared_url, "--trials", str(total),
          "--data", tiny_dataset, *FAST], env, "node-a",
     )  # fmt: skip
-    _wait_for(lambda: _study(postgres_url, study_name).trials, what="the study's first trial")
-    second = _cli(["worker", "--study", study_name, "--storage", postgres_url], env, "node-b")
+    _wait_for(lambda: _study(shared_url, study_name).trials, what="the study's first trial")
+    second = _cli(["worker", "--study", study_name, "--storage", shared_url], env, "node-b")
     for proc in (first, second):
         code, out = _finish(proc)
         assert code == 0, out
     elapsed = time.monotonic() - started
-    trials = _study(postgres_url, study_name).trials
+    trials = _study(shared_url, study_name).trials
     finished = [t for t in trials if t.state in FINISHED]
     assert len(finished) == total
     assert len({t.number for t in trials}) == len(trials)
@@ -126,19 +127,19 @@ def _kill_tree(proc: subprocess.Popen) -> None:
 
 
 def test_a_killed_worker_s_trial_is_re_run_by_a_new_worker_and_counts_stay_exact(
-    postgres_url, study_name, tiny_dataset, env
+    shared_url, study_name, tiny_dataset, env
 ):
     total = 3
-    _create(postgres_url, study_name, tiny_dataset, env, trials=1)
+    _create(shared_url, study_name, tiny_dataset, env, trials=1)
     victim = _cli(
-        ["worker", "--study", study_name, "--storage", postgres_url, "--trials", str(total)],
+        ["worker", "--study", study_name, "--storage", shared_url, "--trials", str(total)],
         env,
         "node-a",
     )
 
     def running():
         return [
-            t for t in _study(postgres_url, study_name).trials if t.state == TrialState.RUNNING
+            t for t in _study(shared_url, study_name).trials if t.state == TrialState.RUNNING
         ]
 
     _wait_for(running, what="a running trial")
@@ -146,13 +147,13 @@ def test_a_killed_worker_s_trial_is_re_run_by_a_new_worker_and_counts_stay_exact
     _kill_tree(victim)
     code, out = _finish(
         _cli(
-            ["worker", "--study", study_name, "--storage", postgres_url, "--trials", str(total)],
+            ["worker", "--study", study_name, "--storage", shared_url, "--trials", str(total)],
             env,
             "node-b",
         )  # fmt: skip
     )
     assert code == 0, out
-    trials = _study(postgres_url, study_name).trials
+    trials = _study(shared_url, study_name).trials
     assert len([t for t in trials if t.state in FINISHED]) == total
     failed = trials[dead.number]
     assert failed.state == TrialState.FAIL
@@ -162,31 +163,31 @@ def test_a_killed_worker_s_trial_is_re_run_by_a_new_worker_and_counts_stay_exact
 
 
 def test_a_different_hardware_class_is_refused_unless_allowed_and_then_recorded(
-    postgres_url, study_name, tiny_dataset, env
+    shared_url, study_name, tiny_dataset, env
 ):
-    _create(postgres_url, study_name, tiny_dataset, env, trials=1)
-    study = _study(postgres_url, study_name)
+    _create(shared_url, study_name, tiny_dataset, env, trials=1)
+    study = _study(shared_url, study_name)
     creator = study.user_attrs["hardware"]
     study.set_user_attr("hardware", {**creator, "gpu_model": "NVIDIA H100", "gpu_count": 8})
-    join = ["worker", "--study", study_name, "--storage", postgres_url, "--trials", "2"]
+    join = ["worker", "--study", study_name, "--storage", shared_url, "--trials", "2"]
     code, out = _finish(_cli(join, env, "node-b"))
     assert code == 2
     assert "gpu_model: study NVIDIA H100, this host none" in out
     assert "gpu_count" in out and "--allow-mixed-hardware" in out
-    assert len(_study(postgres_url, study_name).trials) == 1  # nothing measured
+    assert len(_study(shared_url, study_name).trials) == 1  # nothing measured
     code, out = _finish(_cli([*join, "--allow-mixed-hardware"], env, "node-b"))
     assert code == 0, out
-    joined = _study(postgres_url, study_name).trials[-1]
+    joined = _study(shared_url, study_name).trials[-1]
     assert joined.state in FINISHED and joined.user_attrs["host"] == "node-b"
     assert any(d.startswith("gpu_model:") for d in joined.user_attrs["hardware_differences"])
 
 
 def test_a_worker_refuses_a_study_that_does_not_exist_listing_those_that_do(
-    postgres_url, study_name, env
+    shared_url, study_name, env
 ):
-    optuna.create_study(study_name=study_name, storage=open_storage(postgres_url))
+    optuna.create_study(study_name=study_name, storage=open_storage(shared_url))
     code, out = _finish(
-        _cli(["worker", "--study", f"{study_name}-typo", "--storage", postgres_url], env, "n")
+        _cli(["worker", "--study", f"{study_name}-typo", "--storage", shared_url], env, "n")
     )
     assert code == 2
     assert f"no study named '{study_name}-typo'" in out and study_name in out
@@ -194,23 +195,27 @@ def test_a_worker_refuses_a_study_that_does_not_exist_listing_those_that_do(
 
 
 def test_a_second_run_on_the_same_host_does_not_measure_while_the_first_does(
-    postgres_url, study_name, tiny_dataset, env, monkeypatch
+    shared_url, study_name, tiny_dataset, env, monkeypatch
 ):
     from loadersearch.hostlock import measurement_lock
 
-    _create(postgres_url, study_name, tiny_dataset, env, trials=1)
-    join = ["worker", "--study", study_name, "--storage", postgres_url, "--trials", "2"]
+    _create(shared_url, study_name, tiny_dataset, env, trials=1)
+    join = ["worker", "--study", study_name, "--storage", shared_url, "--trials", "2"]
     monkeypatch.setenv("LOADERSEARCH_LOCK_DIR", env["LOADERSEARCH_LOCK_DIR"])
     monkeypatch.setenv("LOADERSEARCH_HOST", "node-a")
     with measurement_lock(wait=False):  # a measurement in progress on node-a
         code, out = _finish(_cli([*join, "--no-wait"], env, "node-a"))
         assert code == 2 and "another loadersearch measurement is running" in out
         waiting = _cli(join, env, "node-a")
-        time.sleep(8)
+        # The worker starts its trial, then waits for the host's lock before measuring.
+        _wait_for(
+            lambda: len(_study(shared_url, study_name).trials) == 2, what="the waiting trial"
+        )
         assert waiting.poll() is None  # still waiting
-        later = _study(postgres_url, study_name).trials[1:]
+        later = _study(shared_url, study_name).trials[1:]
+        assert later, "the waiting worker created no trial"
         assert all(t.state == TrialState.RUNNING and not t.user_attrs.get("status") for t in later)
     code, out = _finish(waiting)
     assert code == 0, out
     assert "waiting for it" in out
-    assert len([t for t in _study(postgres_url, study_name).trials if t.state in FINISHED]) == 2
+    assert len([t for t in _study(shared_url, study_name).trials if t.state in FINISHED]) == 2

@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 from click.testing import CliRunner
-from procs import measurement_processes
+from helpers.procs import measurement_processes
 
 from loadersearch.cli import cli
 from loadersearch.measure.result import MeasureResult
@@ -60,16 +60,6 @@ def test_summary_labels_emulated_results_and_infeasible_exits_3(tiny_dataset):
     assert result.exit_code == 3
     assert "EMULATED" in result.output
     assert "over the VRAM cap at batch 4" in result.stderr
-
-
-def test_sizes_read_binary_and_decimal_units():
-    from loadersearch.config import parse_size
-
-    assert parse_size("6GiB") == 6 * 2**30
-    assert parse_size("6G") == 6 * 10**9
-    assert parse_size("6000MiB") == 6000 * 2**20
-    assert parse_size("1.5 gib") == 3 * 2**29
-    assert parse_size(1024) == 1024
 
 
 def test_unreadable_vram_cap_is_a_usage_error():

@@ -1,0 +1,64 @@
+"""The contract between layers: the five knobs, the workload, the plan, sizes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from loadersearch.config import (
+    FORMATS,
+    LoaderConfig,
+    MeasurePlan,
+    WorkloadSpec,
+    parse_size,
+)
+
+
+def test_sizes_read_binary_and_decimal_units() -> None:
+    assert parse_size("6GiB") == 6 * 2**30
+    assert parse_size("512 MiB") == 512 * 2**20
+    assert parse_size("6G") == 6 * 10**9
+    assert parse_size("4GB") == 4 * 10**9
+    assert parse_size("6000MiB") == 6000 * 2**20
+    assert parse_size("1.5 gib") == 3 * 2**29
+    assert parse_size(1024) == 1024
+    with pytest.raises(ValueError, match="Cannot read the size"):
+        parse_size("six gigs")
+
+
+def test_configs_that_build_the_same_dataloader_compare_equal() -> None:
+    implicit = LoaderConfig(num_workers=2, batch_size=16)
+    explicit = LoaderConfig(num_workers=2, batch_size=16, prefetch_factor=2)
+    assert implicit == explicit and hash(implicit) == hash(explicit)
+    assert implicit.dataloader_kwargs()["prefetch_factor"] == 2
+    assert implicit.label() == "w2 b16 pf2"
+    assert LoaderConfig(num_workers=0).prefetch_factor is None  # no workers, no prefetch
+
+
+def test_a_config_survives_the_trip_to_the_measuring_child() -> None:
+    config = LoaderConfig(num_workers=3, batch_size=8, pin_memory=True, persistent_workers=True)
+    assert LoaderConfig.from_dict(json.loads(json.dumps(config.to_dict()))) == config
+    spec = WorkloadSpec(kind="emulated", emulated_ms=(1, 2))
+    assert WorkloadSpec.from_dict(json.loads(json.dumps(spec.to_dict()))) == spec
+    plan = MeasurePlan(epochs=2, steps=4)
+    assert MeasurePlan.from_dict(json.loads(json.dumps(plan.to_dict()))) == plan
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"num_workers": 0, "prefetch_factor": 4}, "prefetch_factor=4 needs num_workers > 0"),
+        ({"num_workers": 0, "persistent_workers": True}, "persistent_workers=True needs"),
+        ({"num_workers": -1}, "cannot be negative"),
+        ({"batch_size": 0}, "at least 1"),
+    ],
+)
+def test_impossible_configs_are_refused_naming_the_knob(kwargs: dict, match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        LoaderConfig(**kwargs)
+
+
+def test_an_unknown_dataset_format_is_refused_with_the_choices() -> None:
+    with pytest.raises(ValueError, match="choose one of " + ", ".join(FORMATS)):
+        WorkloadSpec(data_format="pascal")
