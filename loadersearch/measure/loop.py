@@ -112,6 +112,64 @@ class _Clock:
         return seconds
 
 
+@dataclass
+class _WindowClock:
+    """What accumulates between two window edges of an epoch."""
+
+    t0: float  # when the window began (the epoch's ``iter(loader)`` for the first)
+    wait: float = 0.0  # seconds the loop waited for batches
+    start_s: float = 0.0  # the epoch's first-batch latency, in the window that holds it
+
+
+def _run_epoch(
+    loader: DataLoader,
+    clock: _Clock,
+    step_fn: Callable[[Any, Any], None],
+    edges: list[int],
+    non_blocking: bool,
+    end_window: Callable[[int, _WindowClock, float, float], None] | None,
+) -> tuple[float, list[float]]:
+    """One epoch as a training loop runs it: ``iter(loader)``, then per batch the copy and the
+    step. At each window edge the device is synchronised and ``end_window(win, window,
+    seconds, h2d)`` is called (measured epochs only). Returns the epoch's seconds and each
+    batch's arrival time since ``iter(loader)``."""
+    clock.sync()
+    clock.take_h2d()
+    t_iter = time.perf_counter()
+    it = iter(loader)
+    arrivals: list[float] = []
+    window = _WindowClock(t_iter)
+    win = step = 0
+    t_ask = t_iter
+    for batch in it:
+        t_got = time.perf_counter()
+        window.wait += t_got - t_ask
+        arrivals.append(t_got - t_iter)
+        if step == 0:
+            window.start_s = t_got - t_iter
+        images, targets = clock.to_device(batch, non_blocking)
+        step_fn(images, targets)
+        del batch, images, targets
+        step += 1
+        if step == edges[win] and win < len(edges) - 1:
+            if end_window is not None:
+                clock.sync()
+                t = time.perf_counter()
+                end_window(win, window, t - window.t0, clock.take_h2d())
+                window = _WindowClock(t)
+            win += 1
+        t_ask = time.perf_counter()
+    window.wait += time.perf_counter() - t_ask  # StopIteration: non-persistent workers end
+    clock.sync()
+    t_end = time.perf_counter()
+    del it
+    if step != edges[-1]:
+        raise RuntimeError(f"the loader gave {step} batches in an epoch instead of {edges[-1]}")
+    if end_window is not None:
+        end_window(win, window, t_end - window.t0, clock.take_h2d())
+    return t_end - t_iter, arrivals
+
+
 def run_loop(
     workload: Any,
     config: LoaderConfig,
@@ -128,114 +186,36 @@ def run_loop(
     clock = _Clock(workload.device, workload.cuda)
     non_blocking = bool(config.pin_memory and workload.cuda)
     measured_edges = window_edges(plan.steps, plan.windows_per_epoch)
-    warmup_steps = plan.warmup_steps or plan.steps
-    step_fn = workload.step
     record = LoopRecord()
-    index = 0
     warm_t0 = time.perf_counter()
-    for epoch in range(plan.warmup_epochs + plan.epochs):
-        measured = epoch >= plan.warmup_epochs
-        steps = plan.steps if measured else warmup_steps
-        edges = measured_edges if measured else [steps]
+    for epoch in range(plan.warmup_epochs):
+        steps = plan.warmup_steps or plan.steps
         sampler.num_samples = steps * config.batch_size
-        if measured and epoch == plan.warmup_epochs:
-            record.warmup_s = time.perf_counter() - warm_t0
-            on_measuring(True)
-        clock.sync()
-        clock.take_h2d()
-        t_iter = time.perf_counter()
-        it = iter(loader)
-        arrivals: list[float] = []
-        win = 0
-        win_t0 = t_iter
-        wait = 0.0
-        start_s = 0.0
-        step = 0
-        t_ask = t_iter
-        while True:
-            try:
-                batch = next(it)
-            except StopIteration:
-                break
-            t_got = time.perf_counter()
-            wait += t_got - t_ask
-            arrivals.append(t_got - t_iter)
-            if step == 0:
-                start_s = t_got - t_iter
-            images, targets = clock.to_device(batch, non_blocking)
-            step_fn(images, targets)
-            del batch, images, targets
-            step += 1
-            if step == edges[win] and win < len(edges) - 1:
-                if measured:
-                    clock.sync()
-                    t = time.perf_counter()
-                    on_window(
-                        _window(
-                            index,
-                            epoch - plan.warmup_epochs,
-                            edges,
-                            win,
-                            t - win_t0,
-                            wait,
-                            clock.take_h2d(),
-                            start_s,
-                            config.batch_size,
-                        )
-                    )
-                    index += 1
-                    win_t0 = t
-                wait = start_s = 0.0
-                win += 1
-            t_ask = time.perf_counter()
-        t_end = time.perf_counter()
-        wait += t_end - t_ask  # StopIteration: non-persistent workers shut down here
-        clock.sync()
-        t_end = time.perf_counter()
-        del it
-        if step != steps:
-            raise RuntimeError(f"the loader gave {step} batches in an epoch instead of {steps}")
-        if measured:
-            on_window(
-                _window(
-                    index,
-                    epoch - plan.warmup_epochs,
-                    edges,
-                    win,
-                    t_end - win_t0,
-                    wait,
-                    clock.take_h2d(),
-                    start_s,
-                    config.batch_size,
-                )
+        seconds, _ = _run_epoch(loader, clock, workload.step, [steps], non_blocking, None)
+        on_warmup(epoch, seconds)
+    record.warmup_s = time.perf_counter() - warm_t0
+    on_measuring(True)
+    sampler.num_samples = plan.steps * config.batch_size
+    for epoch in range(plan.epochs):
+
+        def end_window(win: int, clock_: _WindowClock, seconds: float, h2d: float) -> None:
+            steps_in_window = measured_edges[win] - (measured_edges[win - 1] if win else 0)
+            window = Window(
+                index=len(record.windows),
+                epoch=epoch,  # noqa: B023 - called within this iteration only
+                images=steps_in_window * config.batch_size,
+                seconds=seconds,
+                wait_s=clock_.wait,
+                compute_s=max(0.0, seconds - clock_.wait - h2d),
+                h2d_s=h2d,
+                start_s=clock_.start_s,
             )
-            index += 1
-            record.epochs.append({"seconds": t_end - t_iter, "arrivals": arrivals})
-        else:
-            on_warmup(epoch, t_end - t_iter)
+            record.windows.append(window)
+            on_window(window)
+
+        seconds, arrivals = _run_epoch(
+            loader, clock, workload.step, measured_edges, non_blocking, end_window
+        )
+        record.epochs.append({"seconds": seconds, "arrivals": arrivals})
     on_measuring(False)
     return record
-
-
-def _window(
-    index: int,
-    epoch: int,
-    edges: list[int],
-    win: int,
-    seconds: float,
-    wait: float,
-    h2d: float,
-    start_s: float,
-    batch_size: int,
-) -> Window:
-    steps_in_window = edges[win] - (edges[win - 1] if win else 0)
-    return Window(
-        index=index,
-        epoch=epoch,
-        images=steps_in_window * batch_size,
-        seconds=seconds,
-        wait_s=wait,
-        compute_s=max(0.0, seconds - wait - h2d),
-        h2d_s=h2d,
-        start_s=start_s,
-    )

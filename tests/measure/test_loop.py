@@ -1,0 +1,97 @@
+"""The timed loop on its own: windows at the same positions, the clock's parts add up, each
+epoch starts its iterator (workers) again, and every epoch draws the same images."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+import torch
+from torch.utils.data import Dataset
+
+from loadersearch.config import LoaderConfig, MeasurePlan
+from loadersearch.measure.loop import ShortEpochSampler, run_loop, window_edges
+
+
+class _Indices(Dataset):
+    """Sample i is (a tiny uint8 image, a box row carrying i): what was served can be read back."""
+
+    def __len__(self) -> int:
+        return 10
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
+        return torch.zeros(3, 4, 4, dtype=torch.uint8), torch.tensor([[float(i), 0, 0, 1, 1]])
+
+
+def _collate(batch):
+    images = torch.stack([b[0] for b in batch])
+    targets = torch.cat([torch.cat([torch.full((1, 1), float(k)), b[1]], 1)
+                         for k, b in enumerate(batch)])  # fmt: skip
+    return images, targets
+
+
+@dataclass
+class _Workload:
+    served: list[list[int]] = field(default_factory=list)
+    dataset: Any = field(default_factory=_Indices)
+    collate_fn: Any = staticmethod(_collate)
+    worker_init_fn: Any = None
+    device: Any = torch.device("cpu")
+    cuda: bool = False
+
+    def step(self, images: torch.Tensor, targets: torch.Tensor) -> None:
+        self.served.append([int(x) for x in targets[:, 1]])
+
+
+def test_window_edges_cut_every_epoch_at_the_same_steps() -> None:
+    assert window_edges(8, 4) == [2, 4, 6, 8]
+    assert window_edges(5, 2) == [2, 5]
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_the_loop_reports_each_window_once_with_parts_that_add_up(workers: int) -> None:
+    workload = _Workload()
+    config = LoaderConfig(num_workers=workers, batch_size=2)
+    plan = MeasurePlan(epochs=3, steps=4, windows_per_epoch=2, warmup_epochs=1, warmup_steps=2)
+    windows, warmups, measuring = [], [], []
+    record = run_loop(
+        workload,
+        config,
+        plan,
+        seed=3,
+        on_window=windows.append,
+        on_warmup=lambda epoch, seconds: warmups.append(epoch),
+        on_measuring=measuring.append,
+    )
+    assert warmups == [0] and measuring == [True, False]
+    assert [w.index for w in windows] == list(range(6))
+    assert [w.epoch for w in windows] == [0, 0, 1, 1, 2, 2]
+    assert all(w.images == 4 for w in windows)  # 2 steps x batch 2
+    for w in windows:
+        assert w.seconds > 0
+        assert w.wait_s + w.compute_s + w.h2d_s == pytest.approx(w.seconds, abs=1e-6)
+    # the first batch of each epoch is in its first window (the epoch's start cost)
+    assert [w.start_s > 0 for w in windows] == [True, False] * 3
+    assert record.windows == windows and len(record.epochs) == 3
+    assert all(len(e["arrivals"]) == 4 for e in record.epochs)
+    # 2 warm-up steps, then 3 epochs x 4 steps, each batch of 2 distinct images
+    assert len(workload.served) == 2 + 12 and all(len(set(b)) == 2 for b in workload.served)
+
+
+def test_every_trial_draws_the_same_images_in_the_same_order() -> None:
+    def drawn(workers: int) -> list[list[int]]:
+        workload = _Workload()
+        plan = MeasurePlan(epochs=2, steps=3, windows_per_epoch=1, warmup_epochs=1)
+        run_loop(workload, LoaderConfig(num_workers=workers, batch_size=4), plan, seed=11,
+                 on_window=lambda w: None, on_warmup=lambda e, s: None)  # fmt: skip
+        return workload.served
+
+    assert drawn(0) == drawn(2)
+
+
+def test_the_short_epoch_sampler_spans_permutations_when_an_epoch_outgrows_the_dataset() -> None:
+    sampler = ShortEpochSampler(dataset_len=5, num_samples=12, seed=0)
+    drawn = list(sampler)
+    assert len(drawn) == 12 and len(sampler) == 12
+    assert sorted(drawn[:5]) == list(range(5)) and sorted(drawn[5:10]) == list(range(5))
