@@ -1,0 +1,105 @@
+"""The confirmation: finalists chosen from the study, re-measured interleaved, named by median."""
+
+from __future__ import annotations
+
+import optuna
+from optuna.distributions import CategoricalDistribution, IntDistribution
+
+from loadersearch.config import LoaderConfig
+from loadersearch.measure.result import ERROR, OK, MeasureResult
+from loadersearch.search.confirm import (
+    finalists,
+    remeasure_interleaved,
+    trial_config,
+)
+
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+DISTS = {
+    "num_workers": IntDistribution(0, 4),
+    "batch_size": IntDistribution(8, 32, step=8),
+    "pin_memory": CategoricalDistribution([False, True]),
+    "prefetch_factor": IntDistribution(1, 8),
+    "persistent_workers": CategoricalDistribution([False, True]),
+}
+
+
+def _trial(value: float, feasible: bool = True, baseline: str | None = None, **params):
+    params = {"pin_memory": False, **params}
+    if params.get("num_workers", 0) > 0:
+        params.setdefault("prefetch_factor", 2)
+        params.setdefault("persistent_workers", False)
+    attrs = {"feasible": feasible, **({"baseline": baseline} if baseline else {})}
+    return optuna.trial.create_trial(
+        params=params,
+        distributions={k: DISTS[k] for k in params},
+        value=value,
+        user_attrs=attrs,
+    )
+
+
+def _study(*trials) -> optuna.Study:
+    study = optuna.create_study(direction="maximize")
+    for t in trials:
+        study.add_trial(t)
+    return study
+
+
+def test_finalists_are_the_top_distinct_configurations_and_the_best_baseline() -> None:
+    study = _study(
+        _trial(50.0, baseline="pytorch", num_workers=0, batch_size=16),
+        _trial(90.0, num_workers=2, batch_size=16),
+        _trial(95.0, num_workers=2, batch_size=16),  # the same configuration again
+        _trial(80.0, num_workers=1, batch_size=8),
+        _trial(70.0, num_workers=4, batch_size=32),
+        _trial(0.0, feasible=False, num_workers=4, batch_size=32, prefetch_factor=8),
+        _trial(60.0, baseline="ultralytics", num_workers=2, batch_size=16, prefetch_factor=4),
+    )
+    chosen = finalists(study, space_fixed={}, k=3)
+    assert [c["label"] for c in chosen] == [
+        "w2 b16 pf2",
+        "w1 b8 pf2",
+        "w4 b32 pf2",
+        "w2 b16 pf4",  # the best baseline, not among the top 3
+    ]
+    assert chosen[0]["trial"] == 2 and chosen[-1]["baseline"] == "ultralytics"
+
+
+def test_a_baseline_among_the_top_is_labelled_not_added_twice() -> None:
+    study = _study(
+        _trial(90.0, baseline="ultralytics", num_workers=2, batch_size=16),
+        _trial(80.0, num_workers=1, batch_size=8),
+    )
+    chosen = finalists(study, space_fixed={}, k=3)
+    assert len(chosen) == 2 and chosen[0]["baseline"] == "ultralytics"
+
+
+def test_a_trial_without_workers_has_no_prefetch_or_persistence() -> None:
+    t = _trial(10.0, num_workers=0, batch_size=8)
+    fixed = {"prefetch_factor": 4, "persistent_workers": True}
+    assert trial_config(t, fixed) == LoaderConfig(num_workers=0, batch_size=8)
+
+
+def test_remeasurement_interleaves_configurations_and_counts_failures_as_zero() -> None:
+    a, b = LoaderConfig(batch_size=8), LoaderConfig(num_workers=1, batch_size=8)
+    order: list[str] = []
+    rates = iter([10.0, 20.0, 12.0, None, 11.0, 22.0])
+
+    def measure(config: LoaderConfig) -> MeasureResult:
+        order.append(config.label())
+        rate = next(rates)
+        status = OK if rate is not None else ERROR
+        return MeasureResult(config=config, status=status, objective=rate)
+
+    seen = []
+    values = remeasure_interleaved(
+        [a, b], measure, rounds=3, on_result=lambda r, c, res: seen.append((r, c.label()))
+    )
+    assert order == ["w0 b8", "w1 b8 pf2"] * 3
+    assert values == {a: [10.0, 12.0, 11.0], b: [20.0, 0.0, 22.0]}
+    assert seen[0] == (0, "w0 b8") and seen[-1] == (2, "w1 b8 pf2")
+
+
+def test_no_rounds_means_no_measurement() -> None:
+    called = []
+    values = remeasure_interleaved([LoaderConfig()], lambda c: called.append(c), rounds=0)
+    assert values == {LoaderConfig(): []} and called == []
