@@ -10,6 +10,7 @@ from loadersearch.errors import StudyError
 from loadersearch.hardware import (
     Gpu,
     Hardware,
+    _nvml_gpus,
     check_compatible,
     fingerprint,
     host_name,
@@ -216,3 +217,10 @@ def test_the_fingerprint_describes_the_devices_cuda_visible_devices_shows(
     assert (fp.gpu_model, fp.gpu_count, fp.nvidia_driver) == (model, count, "580.65.06")
     if "MIG" in (model or ""):
         assert fp.gpu_memory_bytes == 5 * 2**30  # the slice's memory, not the whole GPU's
+
+
+def test_a_mig_slice_whose_nvml_name_does_not_say_so_is_named_a_mig_slice():
+    nvml = _FakePynvml()
+    nvml.devices["m1"] = Gpu(1, _B_MIG.uuid, "NVIDIA A100-SXM4-40GB", 5 * 2**30, mig=True)
+    slices = [g for g in _nvml_gpus(nvml) if g.mig]
+    assert [g.name for g in slices] == ["NVIDIA A100-SXM4-40GB MIG 5gb slice"]
