@@ -88,6 +88,8 @@ def _draw(makers: dict[str, Callable[[], Any]], kind: str) -> dict[str, Any]:
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+                # Few trials make degenerate axes (one batch size); the plot is still right.
+                warnings.simplefilter("ignore", UserWarning)
                 drawn[name] = make()
         except Exception as e:  # a plot of too few trials must not stop the report
             _logger.warning("cannot draw %s%s: %s", name, kind, e)

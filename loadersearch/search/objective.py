@@ -45,8 +45,8 @@ if TYPE_CHECKING:
 _logger = logging.getLogger(__name__)
 
 MeasureFn = Callable[..., MeasureResult]
-# Called with the running trial and its measurement, after the measurement's user attributes
-# are recorded and before the trial ends: the last moment it takes artifacts.
+# Called with the running trial and its measurement (one with windows) before the trial ends,
+# the last moment it takes artifacts, while this host's measurement lock is still held.
 MeasuredHook = Callable[["optuna.Trial", MeasureResult], None]
 CONSTRAINT = "feasible"  # trial.set_constraint key: <= 0 feasible
 # What the objective returns, as the study's metric name (optuna-dashboard shows it).
@@ -198,11 +198,13 @@ class Objective:
                 return False
             return True
 
-        result = self.measure(config, on_window)
+        def after(result: MeasureResult) -> None:
+            if self.on_measured is not None and result.windows:
+                self.on_measured(trial, result)
+
+        result = self.measure(config, on_window, after=after)
         for key, value in result_attrs(result).items():
             trial.set_user_attr(key, value)
-        if self.on_measured is not None and result.windows:
-            self.on_measured(trial, result)
 
         if result.status == OK:
             self._crashes = 0
@@ -256,7 +258,17 @@ class Objective:
         return float(previous.value)
 
     def measure(
-        self, config: LoaderConfig, on_window: Callable[[Window], bool] | None = None
+        self,
+        config: LoaderConfig,
+        on_window: Callable[[Window], bool] | None = None,
+        *,
+        after: Callable[[MeasureResult], None] | None = None,
     ) -> MeasureResult:
+        """Measure ``config`` holding this host's measurement lock. ``after`` runs with the
+        result before the lock is released, so that its CPU time (drawing a picture)
+        disturbs no other process's measurement on this host."""
         with measurement_lock():
-            return self.measure_fn(self.workload, config, self.plan, on_window=on_window)
+            result = self.measure_fn(self.workload, config, self.plan, on_window=on_window)
+            if after is not None:
+                after(result)
+            return result
