@@ -8,6 +8,11 @@ from typing import Any
 from loadersearch.report._summary import BaselineResult, Finalist, Summary, Winner
 
 
+def sentence(text: str) -> str:
+    """``projected epoch ...`` -> ``Projected epoch ....``"""
+    return text[:1].upper() + text[1:] + "."
+
+
 def duration(seconds: float) -> str:
     """``42.0 s``, ``3.5 min``, ``2.1 h``."""
     if abs(seconds) >= 3600:
@@ -165,3 +170,12 @@ def epoch_time(summary: Summary) -> str | None:
         f"projected epoch ({summary.dataset_images} images): {duration(w.epoch_time_s)}; "
         f"{summary.epochs_planned} epochs: {duration(w.epoch_time_s * summary.epochs_planned)}"
     )
+
+
+def probe(summary: Summary) -> str | None:
+    """The batch-size probe's finding (``largest batch under the cap: 32 ...``), if stored."""
+    if not summary.probe:
+        return None
+    from loadersearch.search.batchprobe import ProbeResult
+
+    return ProbeResult.from_dict(summary.probe).describe()

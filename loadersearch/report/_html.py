@@ -23,6 +23,8 @@ from loadersearch.report._format import (
     finalist_header,
     machine,
     noise,
+    probe,
+    sentence,
     winner_evidence,
 )
 from loadersearch.report._importance import Importance, importances
@@ -119,7 +121,7 @@ def _answer(summary: Summary) -> str:
     ]
     epoch = epoch_time(summary)
     if epoch:
-        parts.append(f"<p>{_e(epoch[0].upper() + epoch[1:])}.</p>")
+        parts.append(f"<p>{_e(sentence(epoch))}</p>")
     parts.append(
         "<p>Paste into your training code:</p>"
         f'<pre id="paste"><code>{_e(w.config.snippet())}</code></pre>'
@@ -176,13 +178,10 @@ def _confirmation(summary: Summary) -> str:
 
 
 def _cost_and_machine(summary: Summary) -> str:
-    probe = ""
-    if summary.probe:
-        from loadersearch.search.batchprobe import ProbeResult
-
-        probe = f"<p>{_e(ProbeResult.from_dict(summary.probe).describe())}.</p>"
+    found = probe(summary)
+    probed = f"<p>{_e(sentence(found))}</p>" if found else ""
     return (
-        f"<section><h2>What it cost</h2><p>{_e(cost(summary))}</p>{probe}</section>"
+        f"<section><h2>What it cost</h2><p>{_e(cost(summary))}</p>{probed}</section>"
         f'<section><h2>Machine</h2><p id="machine">{_e(machine(summary.hardware))}.</p>'
         f"<p>Noise: {_e(noise(summary))}.</p></section>"
     )

@@ -42,6 +42,8 @@ from loadersearch.report._format import (
     finalist_header,
     machine,
     noise,
+    probe,
+    sentence,
     winner_evidence,
 )
 from loadersearch.report._importance import Importance, importances
@@ -131,7 +133,7 @@ def study_note(summary: Summary, importance: Importance) -> str:
     ]
     epoch = epoch_time(summary)
     if epoch:
-        parts.append(epoch[0].upper() + epoch[1:] + ".")
+        parts.append(sentence(epoch))
     if w.confirmed and not summary.confirmation_current:
         parts.append(
             f"The confirmation covered {summary.confirmed_after} finished trials; the study "
@@ -152,7 +154,8 @@ def study_note(summary: Summary, importance: Importance) -> str:
         parts.append('### Why the dashboard\'s "Best Trial" may differ')
         parts.append(differs)
     parts.append("### What it cost")
-    parts.append(cost(summary))
+    found = probe(summary)
+    parts.append(cost(summary) + (f" {sentence(found)}" if found else ""))
     parts.append("### Machine")
     parts.append(f"{machine(summary.hardware)}. Noise: {noise(summary)}.")
     parts.append("### Parameter importance")
@@ -229,6 +232,8 @@ def trial_note(trial: optuna.trial.FrozenTrial, ctx: NoteContext) -> str:
         parts.append(f"**Infeasible ({reason})**{message}.\n\n*What to do:* {advice}")
     elif kind == PRUNED:
         parts.append(_pruned(trial, ctx))
+    elif kind == FAILED and ua.get("surplus"):
+        parts.append(f"**Not measured**: {ua['surplus']}.")
     elif kind == FAILED:
         parts.append(f"**Failed**: {ua.get('message') or 'no result (see the run log)'}.")
     measured = _measured(trial)

@@ -112,6 +112,8 @@ def make_study(*, confirmed: bool = True) -> optuna.Study:
     study.set_user_attr("spec", {"space": SPACE.to_dict(), "plan": PLAN})
     study.set_user_attr("epochs_planned", 100)
     study.set_user_attr("pruner", "wilcoxon")
+    probes = [{"batch": 32, "fits": True}, {"batch": 64, "fits": False}]
+    study.set_user_attr("probe", {"max_batch": 32, "probes": probes, "skipped": None})
     study.set_user_attr("workload_description", "YOLOv4-tiny train at 416 px")
     study.set_user_attr(
         "hardware",

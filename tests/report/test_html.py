@@ -19,6 +19,7 @@ def test_the_page_shows_the_confirmed_winner_and_the_line_to_paste(hand_study):
     assert "Test CPU, 8 CPUs (4 physical cores)" in page
     assert "PED-ANOVA on 4 distinct finished configurations (trials 0-3)" in page
     assert "&quot;Best Trial&quot; is trial 2" in page
+    assert "Largest batch under the cap: 32 (probed 32 fits, 64 over)." in page
 
 
 def test_an_unconfirmed_study_says_so():

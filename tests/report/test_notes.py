@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import optuna
-from conftest import WINNER
+from conftest import WINNER, add_trial, cfg
+from optuna.trial import TrialState
 from optuna_dashboard import get_note, save_note
 
 from loadersearch.measure.result import VRAM_CAP
@@ -45,6 +46,7 @@ def test_the_study_note_gives_the_answer_and_its_evidence(hand_study):
     assert "host testhost: Test CPU, 8 CPUs (4 physical cores)" in note
     assert "1 x NVIDIA Test (8 GiB)" in note
     assert "PED-ANOVA on 4 distinct finished configurations (trials 0-3)" in note
+    assert "Largest batch under the cap: 32 (probed 32 fits, 64 over)." in note
 
 
 def test_trial_notes_say_what_each_trial_is_to_the_study(hand_study):
@@ -60,6 +62,9 @@ def test_trial_notes_say_what_each_trial_is_to_the_study(hand_study):
     assert "**Pruned after window 2 of 4 (measured epoch 1)**" in notes[5]
     assert "clearly slower than trial 2" in notes[5] and "30.5 against 90.0 img/s" in notes[5]
     assert "**Failed**: ValueError: boom." in notes[7]
+    surplus = add_trial(hand_study, cfg(2, 8), None, state=TrialState.FAIL, windows=[],
+                        surplus="budget reached by other workers; not measured")  # fmt: skip
+    assert trial_note(surplus, ctx).startswith("**Not measured**: budget reached by other")
     assert "Windows, img/s: 88 88 88 88" in notes[3]
     assert "Data-wait per window: 25% 25% 25% 25%" in notes[3]
 
