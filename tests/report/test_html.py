@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import re
 
-from conftest import WINNER, make_study
+from hand_study import WINNER, make_study
 
 from loadersearch.report import importances, summarize, write_report
 from loadersearch.report._html import render_html

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import optuna
-from conftest import BEST_SINGLE, add_trial, cfg, make_study
+from hand_study import BEST_SINGLE, add_trial, cfg, make_study
 
 from loadersearch.report import importances
 from loadersearch.report._importance import importance_study

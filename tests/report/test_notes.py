@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import optuna
-from conftest import WINNER, add_trial, cfg
+from hand_study import WINNER, add_trial, cfg
 from optuna.trial import TrialState
 from optuna_dashboard import get_note, save_note
 
