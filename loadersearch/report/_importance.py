@@ -48,10 +48,13 @@ class Importance:
 
     def describe(self) -> str:
         """One sentence: which trials, and which were left out and why."""
-        text = (
-            f"{self.evaluator} on {len(self.trials)} distinct finished configurations "
-            f"(trials {_numbers(self.trials)})"
-        )
+        if not self.trials:
+            text = f"{self.evaluator} on no finished feasible configuration yet"
+        else:
+            text = (
+                f"{self.evaluator} on {len(self.trials)} distinct finished configurations "
+                f"(trial{'s' if len(self.trials) > 1 else ''} {_numbers(self.trials)})"
+            )
         outs = [
             f"{why} (trial{'s' if len(nums) > 1 else ''} {_numbers(nums)}: {LEFT_OUT_WHY[why]})"
             for why, nums in self.left_out.items()

@@ -48,3 +48,12 @@ def test_write_report_writes_index_plots_and_pngs_with_no_script_from_the_networ
     assert 'id="plot-importance"' in page and 'href="importance.png"' in page
     for name in ("history.html", "importance.html"):
         assert "cdn.plot.ly" not in (tmp_path / name).read_text()
+
+
+def test_a_study_without_trials_still_gets_a_page(tmp_path):
+    import optuna
+
+    written = write_report(optuna.create_study(direction="maximize"), str(tmp_path))
+    page = (tmp_path / "index.html").read_text()
+    assert written[0] == str(tmp_path / "index.html")
+    assert "No feasible trial yet." in page and "no finished feasible configuration" in page
