@@ -9,15 +9,14 @@ import shlex
 import click
 
 from loadersearch.cli._options import storage_option, study_option
-from loadersearch.report import Summary
-
-
-def _hours(seconds: float) -> str:
-    if abs(seconds) >= 3600:
-        return f"{seconds / 3600:.1f} h"
-    if abs(seconds) >= 60:
-        return f"{seconds / 60:.1f} min"
-    return f"{seconds:.1f} s"
+from loadersearch.report import (
+    Summary,
+    baseline_cells,
+    baseline_header,
+    duration,
+    epoch_time,
+    winner_evidence,
+)
 
 
 def dashboard_command(storage: str | None) -> str:
@@ -62,49 +61,28 @@ def render_summary(
     if ran is not None:
         head += f"; {ran} run now"
     if elapsed_s is not None:
-        head += f" in {_hours(elapsed_s)}"
+        head += f" in {duration(elapsed_s)}"
     console.print(head)
     if probe:
         console.print(probe)
     if summary.pruning["saved_s"]:
         console.print(
-            f"pruning saved about {_hours(summary.pruning['saved_s'])} of measuring "
+            f"pruning saved about {duration(summary.pruning['saved_s'])} of measuring "
             f"({summary.pruning['fraction']:.0%} of the trials' time)"
         )
-    if w.confirmed:
-        spread = f", spread {w.spread:.1%}" if w.spread is not None else ""
-        rate = (
-            f"{w.rate:.1f} img/s (median of {w.rounds} interleaved re-measurements, "
-            f"{w.low:.1f}..{w.high:.1f}{spread})"
-        )
-    else:
-        rate = f"{w.rate:.1f} img/s (best trial, not confirmed)"
-    console.print(f"\n[bold green]Winner[/] (trial {w.trial}): {w.config.label()}: {rate}{label}")
-    if w.epoch_time_s:
-        console.print(
-            f"projected epoch ({summary.dataset_images} images): {_hours(w.epoch_time_s)}; "
-            f"{summary.epochs_planned} epochs: {_hours(w.epoch_time_s * summary.epochs_planned)}"
-        )
+    console.print(
+        f"\n[bold green]Winner[/] (trial {w.trial}): {w.config.label()}: "
+        f"{winner_evidence(w)}{label}"
+    )
+    epoch = epoch_time(summary)
+    if epoch:
+        console.print(epoch)
     if summary.baselines:
         table = Table(title="Against the baselines", title_justify="left")
-        for col in (
-            "baseline",
-            "config",
-            "img/s",
-            "from",
-            "speedup",
-            f"saved / {summary.epochs_planned} ep",
-        ):
+        for col in baseline_header(summary.epochs_planned):
             table.add_column(col)
         for b in summary.baselines:
-            table.add_row(
-                b.name,
-                b.label,
-                f"{b.rate:.1f}" if b.rate else "-",
-                b.source,
-                f"{b.speedup:.2f}x" if b.speedup else "-",
-                _hours(b.saved_s) if b.saved_s is not None else "-",
-            )
+            table.add_row(*baseline_cells(b))
         console.print(table)
         console.print(
             "[dim]The baseline among the finalists was re-measured with the winner; the "
@@ -122,15 +100,16 @@ def render_summary(
     "--out",
     "out_dir",
     type=click.Path(file_okay=False),
-    help="Write plots (HTML and PNG) to this directory.",
+    help="Write the report page (index.html, readable offline) and its plots (HTML and PNG) "
+    "to this directory.",
 )
 @click.option("--top", type=click.IntRange(min=1), default=15, help="Trials in the table.")
 def report(study_name: str | None, storage: str | None, out_dir: str | None, top: int) -> None:
-    """The ranked trials, parameter importance, the answer, and plots (with --out)."""
+    """The ranked trials, parameter importance, the answer, and a report page (with --out)."""
     from rich.console import Console
     from rich.table import Table
 
-    from loadersearch.report import importances, open_study, summarize, write_plots
+    from loadersearch.report import importances, open_study, summarize, write_report
 
     study = open_study(storage, study_name)
     summary = summarize(study)
@@ -150,17 +129,17 @@ def report(study_name: str | None, storage: str | None, out_dir: str | None, top
             (r["reason"] or "") if r["state"] != "complete" else "",
         )
     console.print(table)
-    values, evaluator = importances(study)
-    if values:
-        console.print(f"Parameter importance ({evaluator}):")
-        for name, value in values.items():
+    importance = importances(study)
+    if importance.values:
+        console.print(f"Parameter importance, {importance.describe()}", soft_wrap=True)
+        for name, value in importance.values.items():
             console.print(f"  {name:<20} {value:6.3f}")
     else:
-        console.print("Parameter importance: not enough complete trials yet.")
+        console.print(f"Parameter importance: not enough trials yet ({importance.describe()})")
     render_summary(summary, storage=storage)
     if out_dir:
-        written = write_plots(study, out_dir)
-        console.print(f"\nPlots: {', '.join(written) if written else 'none (too few trials)'}")
+        written = write_report(study, out_dir)
+        console.print(f"\nReport: {written[0]} (plots beside it: {len(written) - 1} files)")
 
 
 @click.command("best")

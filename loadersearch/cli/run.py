@@ -126,7 +126,7 @@ def run(spec_file: str | None, quiet: bool, no_wait: bool, **opts: Any) -> None:
     from loadersearch.cli._progress import make_progress
     from loadersearch.cli.report import render_summary
     from loadersearch.hostlock import measurement_lock
-    from loadersearch.report import summarize
+    from loadersearch.report import publish, summarize, trial_hooks
     from loadersearch.search.study import run_study
 
     if no_wait:  # refuse now if the host is busy; later trials queue for it as usual
@@ -135,10 +135,13 @@ def run(spec_file: str | None, quiet: bool, no_wait: bool, **opts: Any) -> None:
     progress = make_progress(quiet=quiet, target=settings.trials)
     started = time.monotonic()
     try:
-        outcome = run_study(settings, progress=progress, hardware=hardware)
+        outcome = run_study(
+            settings, progress=progress, hardware=hardware, **trial_hooks(settings.storage)
+        )
     finally:
         progress.close()
     elapsed = time.monotonic() - started
+    publish(outcome.study)  # the study's note in optuna-dashboard, current after every run
     summary = summarize(outcome.study)
     render_summary(
         summary,

@@ -19,6 +19,7 @@ import dataclasses
 import logging
 import re
 import warnings
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -27,7 +28,14 @@ from loadersearch.errors import StudyError
 from loadersearch.search.baselines import baselines as baseline_rules
 from loadersearch.search.batchprobe import ProbeResult, probe_max_batch
 from loadersearch.search.confirm import confirm_study, confirmation_is_current
-from loadersearch.search.objective import MeasureFn, Objective, TrialCrash, default_measure
+from loadersearch.search.objective import (
+    METRIC_NAME,
+    MeasuredHook,
+    MeasureFn,
+    Objective,
+    TrialCrash,
+    default_measure,
+)
 from loadersearch.search.progress import Progress
 from loadersearch.search.settings import StudySettings, resolved_workload, uses_cuda
 from loadersearch.search.space import SearchSpace, SpaceError
@@ -158,6 +166,8 @@ def open_study(
         study = optuna.load_study(study_name=name, storage=storage, sampler=sampler, pruner=pruner)
         if create:
             _check_same_spec(study, settings, redact_url(url))
+            if study.metric_names is None:  # a study created before loadersearch named it
+                _name_metric(study)
         _check_hardware(study, hardware, settings.allow_mixed_hardware)
         study.storage_notes = storage_notes  # type: ignore[attr-defined]
         return study, True
@@ -174,6 +184,7 @@ def open_study(
         direction="maximize",
         load_if_exists=True,
     )
+    _name_metric(study)
     attrs = {
         "spec": settings.spec_dict(),
         "workload_description": describe_workload(settings, hardware),
@@ -189,6 +200,15 @@ def open_study(
         study.set_user_attr(key, value)
     study.storage_notes = storage_notes  # type: ignore[attr-defined]
     return study, False
+
+
+def _name_metric(study: optuna.Study) -> None:
+    """Name the objective, for optuna-dashboard and Optuna's plots (instead of "Objective 0")."""
+    import optuna
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        study.set_metric_names([METRIC_NAME])
 
 
 def _check_same_spec(study: optuna.Study, settings: StudySettings, url: str) -> None:
@@ -332,9 +352,14 @@ def run_study(
     measure_fn: MeasureFn | None = None,
     progress: Progress | None = None,
     hardware: Hardware | None = None,
+    callbacks: Sequence[Callable[[optuna.Study, optuna.trial.FrozenTrial], None]] = (),
+    on_measured: MeasuredHook | None = None,
 ) -> RunOutcome:
     """Run (or resume) a study until it holds ``settings.trials`` finished trials, then
     confirm the finalists (when ``confirm``).
+
+    ``callbacks`` run after each trial this process finishes (Optuna callbacks: the trial
+    notes); ``on_measured`` while a measured trial still runs (its artifacts).
 
     ``create=True`` (``loadersearch run``) creates the study or resumes it after checking that
     its stored spec is ``settings``'; ``create=False`` (a worker) only joins an existing study,
@@ -374,7 +399,12 @@ def run_study(
         study.set_user_attr("baselines", [])  # the creator chose none: workers add none
 
     objective = Objective(
-        space, measured.workload, settings.plan, measure_fn=measure_fn, progress=progress
+        space,
+        measured.workload,
+        settings.plan,
+        measure_fn=measure_fn,
+        progress=progress,
+        on_measured=on_measured,
     )
 
     def report_end(study_: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
@@ -383,7 +413,11 @@ def run_study(
     if before < settings.trials:
         # The budget is the study's total, shared exactly by every worker on every machine.
         optimize_to_total(
-            study, objective, settings.trials, catch=(TrialCrash,), callbacks=[report_end]
+            study,
+            objective,
+            settings.trials,
+            catch=(TrialCrash,),
+            callbacks=[*callbacks, report_end],
         )
     ran = finished_trials(study) - before
 
