@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import json
 import shlex
+from typing import TYPE_CHECKING
 
 import click
 
 from loadersearch.cli._options import storage_option, study_option
 from loadersearch.report import Summary
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
 def _hours(seconds: float) -> str:
@@ -37,12 +41,14 @@ def render_summary(
     elapsed_s: float | None = None,
     ran: int | None = None,
     probe: str | None = None,
+    console: Console | None = None,
 ) -> None:
-    """The answer: winner, speedups, epoch time, the snippet and the dashboard command."""
+    """The answer: winner, speedups, epoch time, the snippet and the dashboard command
+    (on ``console``, default stdout)."""
     from rich.console import Console
     from rich.table import Table
 
-    console = Console(highlight=False)
+    console = console or Console(highlight=False)
     label = " [bold red]EMULATED[/]" if summary.emulated else ""
     w = summary.winner
     if w is None:

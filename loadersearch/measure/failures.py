@@ -9,9 +9,10 @@ from __future__ import annotations
 import re
 import signal
 
-from loadersearch.errors import BadSampleError, DatasetError
+from loadersearch.errors import BadSampleError, DatasetError, PipelineError
 from loadersearch.measure.result import (
     BAD_DATASET,
+    BAD_PIPELINE,
     BAD_SAMPLE,
     CRASH,
     ERROR,
@@ -60,6 +61,8 @@ def classify_exception(
         return ERROR, BAD_SAMPLE, f"bad sample {sample}"
     if isinstance(e, DatasetError):
         return ERROR, BAD_DATASET, _original(e, "DatasetError") or str(e)
+    if isinstance(e, PipelineError):  # also rebuilt from a DataLoader worker's traceback text
+        return ERROR, BAD_PIPELINE, _original(e, "PipelineError") or str(e)
     if isinstance(e, MemoryError) or _original(e, "MemoryError") is not None:
         return INFEASIBLE, HOST_OOM, "host memory exhausted (MemoryError)"
     text = str(e)

@@ -13,7 +13,7 @@ synchronised at window edges only, and one message is written per window, nothin
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -73,6 +73,24 @@ def make_loader(workload: Any, config: LoaderConfig, sampler: ShortEpochSampler)
     )
 
 
+def move_to_device(batch: Any, device: Any, non_blocking: bool = False) -> Any:
+    """``batch`` with every tensor in it on ``device``: tensors nested in tuples, lists, dicts
+    and namedtuples, and objects with a ``to`` method (custom batch classes); anything else
+    (strings, numbers) as it is. The structure a training loop would move, whatever the
+    collate returns."""
+    if isinstance(batch, torch.Tensor):
+        return batch.to(device, non_blocking=non_blocking)
+    if isinstance(batch, Mapping):
+        return {k: move_to_device(v, device, non_blocking) for k, v in batch.items()}
+    if isinstance(batch, tuple) and hasattr(batch, "_fields"):  # a namedtuple
+        return type(batch)(*(move_to_device(v, device, non_blocking) for v in batch))
+    if isinstance(batch, (tuple, list)):
+        return type(batch)(move_to_device(v, device, non_blocking) for v in batch)
+    if not isinstance(batch, (str, bytes)) and callable(getattr(batch, "to", None)):
+        return batch.to(device, non_blocking=non_blocking)
+    return batch
+
+
 class _Clock:
     """Device synchronisation and host->device copy timing (CUDA events, read at edges)."""
 
@@ -87,22 +105,19 @@ class _Clock:
         if self.cuda:
             self.torch.cuda.synchronize(self.device)
 
-    def to_device(self, batch: Any, non_blocking: bool) -> tuple[Any, Any]:
-        images, targets = batch
+    def to_device(self, batch: Any, non_blocking: bool) -> Any:
         if self.cuda:
             start = self.torch.cuda.Event(enable_timing=True)
             end = self.torch.cuda.Event(enable_timing=True)
             start.record()
-            images = images.to(self.device, non_blocking=non_blocking)
-            targets = targets.to(self.device, non_blocking=non_blocking)
+            batch = move_to_device(batch, self.device, non_blocking)
             end.record()
             self.events.append((start, end))
-            return images, targets
+            return batch
         t = time.perf_counter()
-        images = images.to(self.device)
-        targets = targets.to(self.device)
+        batch = move_to_device(batch, self.device, False)
         self.host_h2d += time.perf_counter() - t
-        return images, targets
+        return batch
 
     def take_h2d(self) -> float:
         """Copy seconds since the last call; call after :meth:`sync`."""
@@ -124,7 +139,7 @@ class _WindowClock:
 def _run_epoch(
     loader: DataLoader,
     clock: _Clock,
-    step_fn: Callable[[Any, Any], None],
+    step_fn: Callable[[Any], None],
     edges: list[int],
     non_blocking: bool,
     end_window: Callable[[int, _WindowClock, float, float], None] | None,
@@ -147,9 +162,8 @@ def _run_epoch(
         arrivals.append(t_got - t_iter)
         if step == 0:
             window.start_s = t_got - t_iter
-        images, targets = clock.to_device(batch, non_blocking)
-        step_fn(images, targets)
-        del batch, images, targets
+        step_fn(clock.to_device(batch, non_blocking))
+        del batch
         step += 1
         if step == edges[win] and win < len(edges) - 1:
             if end_window is not None:

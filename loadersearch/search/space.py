@@ -14,7 +14,7 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from loadersearch.config import LoaderConfig
+from loadersearch.config import DEFAULT_PREFETCH, LoaderConfig
 
 if TYPE_CHECKING:
     import optuna
@@ -244,7 +244,8 @@ class SearchSpace:
         prefetch = None
         persistent = False
         if workers > 0:
-            prefetch = clip("prefetch_factor", config.prefetch_factor)
+            # a 0-worker config clamped to workers has no prefetch_factor: PyTorch's default
+            prefetch = clip("prefetch_factor", config.prefetch_factor or DEFAULT_PREFETCH)
             persistent = pick("persistent_workers", config.persistent_workers)
         return LoaderConfig(
             num_workers=workers,

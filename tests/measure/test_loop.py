@@ -3,6 +3,7 @@ epoch starts its iterator (workers) again, and every epoch draws the same images
 
 from __future__ import annotations
 
+from collections import namedtuple
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -11,7 +12,7 @@ import torch
 from torch.utils.data import Dataset
 
 from loadersearch.config import LoaderConfig, MeasurePlan
-from loadersearch.measure.loop import ShortEpochSampler, run_loop, window_edges
+from loadersearch.measure.loop import ShortEpochSampler, move_to_device, run_loop, window_edges
 
 
 class _Indices(Dataset):
@@ -40,7 +41,8 @@ class _Workload:
     device: Any = torch.device("cpu")
     cuda: bool = False
 
-    def step(self, images: torch.Tensor, targets: torch.Tensor) -> None:
+    def step(self, batch: tuple[torch.Tensor, torch.Tensor]) -> None:
+        images, targets = batch
         self.served.append([int(x) for x in targets[:, 1]])
 
 
@@ -95,3 +97,26 @@ def test_the_short_epoch_sampler_spans_permutations_when_an_epoch_outgrows_the_d
     drawn = list(sampler)
     assert len(drawn) == 12 and len(sampler) == 12
     assert sorted(drawn[:5]) == list(range(5)) and sorted(drawn[5:10]) == list(range(5))
+
+
+def test_every_tensor_of_a_batch_reaches_the_device_whatever_the_collate_returns() -> None:
+    Pair = namedtuple("Pair", "x y")
+
+    class Graph:  # a custom batch class with its own `to`, as torch_geometric's Batch
+        def to(self, device: torch.device, non_blocking: bool = False) -> tuple:
+            return ("moved", device, non_blocking)
+
+    meta = torch.device("meta")  # a device without memory: shows the move, needs no GPU
+    batch = {
+        "images": torch.zeros(2, 3),
+        "masks": [torch.zeros(4), (torch.ones(2), "id-7")],
+        "pair": Pair(torch.zeros(1), 3),
+        "graph": Graph(),
+    }
+    moved = move_to_device(batch, meta, non_blocking=True)
+    assert moved["images"].device == meta and moved["masks"][0].device == meta
+    assert moved["masks"][1][0].device == meta and moved["masks"][1][1] == "id-7"
+    assert isinstance(moved["pair"], Pair) and moved["pair"].x.device == meta
+    assert moved["pair"].y == 3
+    assert moved["graph"] == ("moved", meta, True)
+    assert batch["images"].device.type == "cpu"  # the loader's batch is left as it was
