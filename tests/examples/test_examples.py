@@ -16,6 +16,10 @@ from loadersearch.report import open_study
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EXAMPLES = os.path.join(ROOT, "examples")
+# The tests check that the examples run, not their speed: one torch thread per measuring
+# process, because two OpenMP threads spin-wait for each other on a busy 2-core machine
+# (ResNet-18 steps ~10x slower there).
+ONE_THREAD = {"OMP_NUM_THREADS": "1"}
 
 
 def test_the_classification_script_tunes_imagefolder_and_resnet18(tmp_path) -> None:
@@ -25,7 +29,7 @@ def test_the_classification_script_tunes_imagefolder_and_resnet18(tmp_path) -> N
             "--batch-size", "8", "--trials", "2", "--confirm-rounds", "0",
             "--storage", storage, "--study", "cls"]  # fmt: skip
     # Run from elsewhere: the measuring process finds the script's module by its directory.
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    env = {**os.environ, **ONE_THREAD, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
     done = subprocess.run([sys.executable, script, *args], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=600)  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
@@ -36,13 +40,15 @@ def test_the_classification_script_tunes_imagefolder_and_resnet18(tmp_path) -> N
         "model": "classification:make_model",
         "step": "classification:make_step",
     }
-    finished = [t for t in study.trials if t.state.is_finished()]
-    assert len(finished) == 2 and all(t.user_attrs["status"] == "ok" for t in finished)
+    statuses = sorted(t.user_attrs["status"] for t in study.trials if t.state.is_finished())
+    assert statuses in (["ok", "ok"], ["ok", "pruned"])  # the slower one may be pruned
     assert loadersearch.load_best(storage, "cls").batch_size == 8
 
 
 def test_the_segmentation_spec_runs_with_its_padding_collate(tmp_path, monkeypatch) -> None:
     monkeypatch.chdir(ROOT)  # the spec names examples.segmentation, imported from here
+    for key, value in ONE_THREAD.items():
+        monkeypatch.setenv(key, value)  # the measuring processes inherit it
     storage = f"sqlite:///{tmp_path / 'seg.db'}"
     args = ["run", "--config", "examples/segmentation.toml", "--trials", "2",
             "--confirm-rounds", "0", "--arg", "dataset.n=32", "--arg", "dataset.size=32",
@@ -55,5 +61,5 @@ def test_the_segmentation_spec_runs_with_its_padding_collate(tmp_path, monkeypat
     assert pipeline["collate"] == "examples.segmentation:pad_collate"
     assert pipeline["loss_kwargs"] == {"ignore_index": 255}
     assert pipeline["dataset_kwargs"] == {"size": 32, "n": 32}
-    finished = [t for t in study.trials if t.state.is_finished()]
-    assert len(finished) == 2 and all(t.user_attrs["status"] == "ok" for t in finished)
+    statuses = sorted(t.user_attrs["status"] for t in study.trials if t.state.is_finished())
+    assert statuses in (["ok", "ok"], ["ok", "pruned"])  # the slower one may be pruned
