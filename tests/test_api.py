@@ -14,6 +14,7 @@ from helpers import pipelines
 import loadersearch
 from loadersearch.errors import PipelineError, StudyError
 from loadersearch.measure.result import BAD_SAMPLE, ERROR, OK
+from loadersearch.search.study import join_study
 
 # Tiny measurements: the emulated device takes 20 ms a batch, the data are 8 px tensors.
 PLAN = {"epochs": 2, "steps": 2, "windows_per_epoch": 2, "warmup_steps": 1, "timeout_s": 120}
@@ -59,6 +60,10 @@ def test_tune_runs_the_study_on_a_user_pipeline_and_records_its_factories(tmp_pa
     assert loadersearch.load_best(storage, "mine") == result.best
     assert result.dataloader_kwargs() == result.best.dataloader_kwargs()
 
+    # A worker on another machine rebuilds the same pipeline from the study.
+    joined, _ = join_study("mine", storage, trials=None, allow_mixed_hardware=False)
+    assert joined.workload.pipeline is not None
+    assert joined.workload.pipeline.to_dict() == stored
     # Resume: the same call finds the study complete and confirmed, and measures nothing.
     again = _tune(storage)
     assert again.ran == 0 and again.best == result.best
