@@ -45,7 +45,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from loadersearch.config import LoaderConfig, MeasurePlan, WorkloadSpec
+from loadersearch.config import LoaderConfig, MeasurePlan, WorkloadSpec, parse_size
 from loadersearch.errors import PipelineError
 
 if TYPE_CHECKING:
@@ -278,8 +278,6 @@ def bench(
     options = _workload_options(workload, device, vram_cap, optimizer, emulated_ms, emulated_mib)
     try:
         if "vram_cap" in options:
-            from loadersearch.config import parse_size
-
             options["vram_cap"] = parse_size(options["vram_cap"])
         spec = WorkloadSpec(**options, pipeline=pipeline)
         if not isinstance(config, LoaderConfig):
@@ -314,8 +312,13 @@ def _pipeline_options(
     """PipelineSpec fields from the API's arguments (references and keyword arguments)."""
     from loadersearch.workload.refs import ref_of
 
-    parts = {"dataset": dataset, "model": model, "loss": loss, "step": step,
-             "collate": collate_fn}  # fmt: skip
+    parts = {
+        "dataset": dataset,
+        "model": model,
+        "loss": loss,
+        "step": step,
+        "collate": collate_fn,
+    }
     extra = {"dataset": dict(dataset_kwargs or {}), "model": dict(model_kwargs or {})}
     if dataset is None:
         given = [p for p, v in parts.items() if v is not None]

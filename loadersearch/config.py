@@ -261,8 +261,6 @@ class WorkloadSpec:
     def __post_init__(self) -> None:
         if isinstance(self.pipeline, dict):  # from JSON (the child, a stored study)
             object.__setattr__(self, "pipeline", PipelineSpec.from_dict(self.pipeline))
-        if self.pipeline is not None:
-            self._check_pipeline()
         if self.kind not in WORKLOADS:
             raise ValueError(
                 f"Unknown workload {self.kind!r}; choose one of {', '.join(WORKLOADS)}."
@@ -299,8 +297,10 @@ class WorkloadSpec:
         # JSON turns tuples into lists; keep them tuples so specs compare equal after a round trip.
         object.__setattr__(self, "emulated_ms", tuple(float(x) for x in self.emulated_ms))
         object.__setattr__(self, "emulated_mib", tuple(float(x) for x in self.emulated_mib))
+        if self.pipeline is not None:
+            self._check_pipeline(self.pipeline)
 
-    def _check_pipeline(self) -> None:
+    def _check_pipeline(self, p: PipelineSpec) -> None:
         builtin = {
             "data": self.data,
             "data_format": self.data_format,
@@ -317,8 +317,6 @@ class WorkloadSpec:
                 "pipeline: your dataset factory reads its own data (pass it arguments as "
                 "dataset_kwargs, or --arg dataset.KEY=VALUE)."
             )
-        p = self.pipeline
-        assert p is not None
         if self.kind == "train" and p.step is None and (p.model is None or p.loss is None):
             missing = "a loss" if p.model is not None else "a model and a loss"
             raise ValueError(

@@ -62,3 +62,18 @@ def test_impossible_configs_are_refused_naming_the_knob(kwargs: dict, match: str
 def test_an_unknown_dataset_format_is_refused_with_the_choices() -> None:
     with pytest.raises(ValueError, match="choose one of " + ", ".join(FORMATS)):
         WorkloadSpec(data_format="pascal")
+
+
+def test_a_pipeline_survives_the_trip_to_the_child_and_refuses_what_json_cannot_hold() -> None:
+    from loadersearch.config import PipelineSpec
+
+    pipeline = PipelineSpec(dataset="mypkg.data:make", dataset_kwargs={"crop": (224, 224)})
+    spec = WorkloadSpec(kind="loader", pipeline=pipeline)
+    again = WorkloadSpec.from_dict(json.loads(json.dumps(spec.to_dict())))
+    assert again == spec and again.pipeline.dataset_kwargs == {"crop": [224, 224]}
+    with pytest.raises(ValueError, match="cannot be stored in the study"):
+        PipelineSpec(dataset="mypkg.data:make", dataset_kwargs={"transform": object()})
+    with pytest.raises(ValueError, match="model_kwargs .* are given but no model"):
+        PipelineSpec(dataset="mypkg.data:make", model_kwargs={"depth": 18})
+    with pytest.raises(ValueError, match="a loss needs a model"):
+        PipelineSpec(dataset="mypkg.data:make", loss="torch.nn:L1Loss")

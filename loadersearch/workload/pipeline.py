@@ -127,7 +127,8 @@ def _call(spec: PipelineSpec, part: str, *args: Any) -> Any:
     except MemoryError:
         raise
     except Exception as e:
-        raise PipelineError(f"the {part} factory {ref} raised {_first_line(e)}") from e
+        what = {"step": "step builder", "loss": "loss class"}.get(part, f"{part} factory")
+        raise PipelineError(f"the {what} {ref} raised {_first_line(e)}") from e
 
 
 def _dataset(spec: PipelineSpec) -> CheckedDataset:
@@ -169,7 +170,9 @@ def _loss(spec: PipelineSpec, device: torch.device) -> Callable[[Any, Any], Any]
     return loss.to(device) if isinstance(loss, torch.nn.Module) else loss
 
 
-def _default_step(spec: PipelineSpec, model: torch.nn.Module, device: Any, optimizer: str):
+def _default_step(
+    spec: PipelineSpec, model: torch.nn.Module, device: Any, optimizer: str
+) -> Callable[[Any], None]:
     opt = make_optimizer(optimizer, model.parameters())
     step = train_step(model, _loss(spec, device), opt, device)
 
