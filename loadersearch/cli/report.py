@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shlex
+from typing import TYPE_CHECKING
 
 import click
 
@@ -17,6 +18,9 @@ from loadersearch.report import (
     epoch_time,
     winner_evidence,
 )
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
 def dashboard_command(storage: str | None) -> str:
@@ -36,12 +40,14 @@ def render_summary(
     elapsed_s: float | None = None,
     ran: int | None = None,
     probe: str | None = None,
+    console: Console | None = None,
 ) -> None:
-    """The answer: winner, speedups, epoch time, the snippet and the dashboard command."""
+    """The answer: winner, speedups, epoch time, the snippet and the dashboard command
+    (on ``console``, default stdout)."""
     from rich.console import Console
     from rich.table import Table
 
-    console = Console(highlight=False)
+    console = console or Console(highlight=False)
     label = " [bold red]EMULATED[/]" if summary.emulated else ""
     w = summary.winner
     if w is None:

@@ -22,9 +22,16 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from loadersearch import hostlock
-from loadersearch.errors import DatasetError, DeviceError, StudyError
+from loadersearch.errors import (
+    DatasetError,
+    DeviceError,
+    LoaderSearchError,
+    PipelineError,
+    StudyError,
+)
 from loadersearch.measure.result import (
     BAD_DATASET,
+    BAD_PIPELINE,
     BAD_SAMPLE,
     ERROR,
     INFEASIBLE,
@@ -71,6 +78,24 @@ def measurement_lock() -> Iterator[None]:
     """One measurement per host at a time (:mod:`loadersearch.hostlock`), waiting for it."""
     with hostlock.measurement_lock(wait=True):
         yield
+
+
+def unusable_input(result: MeasureResult, workload: WorkloadSpec) -> LoaderSearchError | None:
+    """The error that stops a study when ``result`` failed because of the user's data or
+    pipeline (every other configuration would fail the same way), else None."""
+    if result.status != ERROR or result.reason not in (BAD_SAMPLE, BAD_DATASET, BAD_PIPELINE):
+        return None
+    again = "and run the same command again to resume."
+    if workload.pipeline is not None:
+        part = "dataset" if result.reason == BAD_SAMPLE else "pipeline"
+        return PipelineError(
+            f"your {part} cannot be used ({result.reason}): {result.message}. Every trial would "
+            f"fail the same way; fix it {again}"
+        )
+    return DatasetError(
+        f"the dataset cannot be loaded ({result.reason}): {result.message}. Every trial would "
+        f"fail the same way; fix the dataset (or pass --skip-bad-samples) {again}"
+    )
 
 
 def window_value(window: Window) -> float:
@@ -236,12 +261,9 @@ class Objective:
             raise KeyboardInterrupt
         if result.reason == NO_DEVICE:
             raise DeviceError(f"{result.message} Every trial would fail the same way.")
-        if result.reason in (BAD_SAMPLE, BAD_DATASET):
-            raise DatasetError(
-                f"the dataset cannot be loaded ({result.reason}): {result.message}. Every trial "
-                "would fail the same way; fix the dataset (or pass --skip-bad-samples) and run "
-                "the same command again to resume."
-            )
+        unusable = unusable_input(result, self.workload)
+        if unusable is not None:
+            raise unusable
         self._crashes += 1
         if self._crashes >= MAX_CONSECUTIVE_CRASHES:
             raise StudyError(

@@ -53,6 +53,11 @@ CPU_NOTICE = (
     "loader, is the bottleneck, so loader settings matter little. For a loader-bound answer "
     "try --workload emulated (a stand-in GPU) or run on the GPU machine."
 )
+PIPELINE_CPU_NOTICE = (
+    "No GPU here: your training step runs on the CPU, beside the DataLoader workers; where the "
+    "step is the bottleneck, loader settings matter little. For a loader-bound answer try "
+    "--workload emulated (a stand-in GPU) or run on the GPU machine."
+)
 
 
 @dataclass
@@ -67,10 +72,19 @@ class RunOutcome:
 
 
 def default_study_name(workload: WorkloadSpec, hardware: Hardware) -> str:
-    """e.g. ``yolov4-tiny-train-128-cpu2``, ``yolov4-tiny-emulated-416-voc-cpu16``."""
+    """e.g. ``yolov4-tiny-train-128-cpu2``, ``yolov4-tiny-emulated-416-voc-cpu16``, and for a
+    user pipeline its dataset's module and name and its model's or step's name:
+    ``classification-make-dataset-make-model-train-cpu2``."""
     gpu = uses_cuda(workload, hardware)
-    img = _img_size(workload, gpu)
-    parts = ["yolov4-tiny", workload.kind, str(img)]
+    if workload.pipeline is not None:
+        p = workload.pipeline
+        module, name = p.dataset.split(":")
+        parts = [_slug(f"{module.split('.')[-1]}-{name}")]
+        if p.model or p.step:
+            parts.append(_slug((p.model or p.step or "").split(":")[-1]))
+        parts.append(workload.kind)
+    else:
+        parts = ["yolov4-tiny", workload.kind, str(_img_size(workload, gpu))]
     if workload.data:
         parts.append(_slug(workload.data.rstrip("/").split("/")[-1]))
     if workload.vram_cap:
@@ -85,8 +99,11 @@ def default_study_name(workload: WorkloadSpec, hardware: Hardware) -> str:
 
 def describe_workload(settings: StudySettings, hardware: Hardware) -> str:
     w = settings.workload
-    img = _img_size(w, uses_cuda(w, hardware))
-    text = f"YOLOv4-tiny {w.kind} at {img} px on {w.data or 'the built-in generated dataset'}"
+    if w.pipeline is not None:
+        text = f"your pipeline ({w.kind} workload): {w.pipeline.describe()}"
+    else:
+        img = _img_size(w, uses_cuda(w, hardware))
+        text = f"YOLOv4-tiny {w.kind} at {img} px on {w.data or 'the built-in generated dataset'}"
     if w.emulated:
         text += (
             f" (EMULATED accelerator: {w.emulated_ms[0]:g} + {w.emulated_ms[1]:g} ms x batch, "
@@ -195,6 +212,8 @@ def open_study(
         "epochs_planned": settings.epochs_planned,
         "confirm_rounds": settings.confirm_rounds,
         "source": settings.source,
+        # the user's factories, at a glance in optuna-dashboard (also in "spec")
+        "pipeline": settings.workload.pipeline.refs() if settings.workload.pipeline else None,
     }
     for key, value in attrs.items():
         study.set_user_attr(key, value)
@@ -379,7 +398,7 @@ def run_study(
         progress.notice(note)
     gpu = uses_cuda(settings.workload, hardware)
     if settings.workload.kind == "train" and not gpu:
-        progress.notice(CPU_NOTICE)
+        progress.notice(CPU_NOTICE if settings.workload.pipeline is None else PIPELINE_CPU_NOTICE)
     if settings.workload.emulated:
         progress.notice("EMULATED accelerator: results describe a stand-in device, not a GPU.")
     before = finished_trials(study)

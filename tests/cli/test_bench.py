@@ -74,3 +74,15 @@ def test_unreadable_vram_cap_is_a_usage_error():
     result = CliRunner().invoke(cli, ["bench", "--vram-cap", "six gigs"])
     assert result.exit_code == 2
     assert "Cannot read the size 'six gigs'" in result.output
+
+
+def test_bench_measures_a_user_pipeline_named_on_the_command_line():
+    args = ["bench", "--dataset", "helpers.pipelines:make_dataset", "--arg", "dataset.n=16",
+            "--arg", "dataset.size=8", "--workload", "loader", "--num-workers", "1",
+            "--batch-size", "4", "--device", "cpu", "--epochs", "1", "--steps", "2",
+            "--windows", "1"]  # fmt: skip
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    assert "pipeline     dataset helpers.pipelines:make_dataset(n=16, size=8)" in result.output
+    assert "for a full epoch of 16 images" in result.output
+    assert measurement_processes() == []
