@@ -87,7 +87,11 @@ def open_study(storage: str | None = None, study: str | None = None) -> optuna.S
             f"{', '.join(names) or 'none'}."
         )
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    return optuna.load_study(study_name=study, storage=rdb)
+    loaded = optuna.load_study(study_name=study, storage=rdb)
+    from loadersearch.search.settings import require_loadersearch_study
+
+    require_loadersearch_study(loaded, redact_url(url))
+    return loaded
 
 
 def _space_fixed(study: optuna.Study) -> dict[str, Any]:
@@ -221,7 +225,10 @@ def _baseline_result(
     from optuna.trial import TrialState
 
     label = LoaderConfig.from_dict(b["config"]).label()
-    trial = next((t for t in trials if t.user_attrs.get("baseline") == b["name"]), None)
+    named = [t for t in trials if t.user_attrs.get("baseline") == b["name"]]
+    # A baseline stopped by Ctrl-C or a bad sample is queued again: the re-run is its result.
+    trial = next((t for t in reversed(named) if t.state != TrialState.FAIL), None)
+    trial = trial or (named[-1] if named else None)
     rate: float | None = None
     if confirmed:
         rate, source = confirmed["median"], "confirmation"

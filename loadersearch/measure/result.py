@@ -30,6 +30,7 @@ HOST_OOM = "host_oom"  # host RAM exhausted
 BAD_SAMPLE = "bad_sample"  # an unreadable image or malformed label (names the file)
 BAD_DATASET = "bad_dataset"  # missing directory, unknown format, empty dataset
 INVALID_CONFIG = "invalid_config"  # e.g. prefetch_factor with num_workers=0
+RESOURCE_LIMIT = "resource_limit"  # a process limit (ulimit -n, ulimit -v), named with its fix
 CRASH = "crash"  # anything else: a bug; the message carries the traceback's last line
 
 

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from loadersearch import hostlock
-from loadersearch.errors import DatasetError, StudyError
+from loadersearch.errors import DatasetError, ResourceLimitError, StudyError
 from loadersearch.measure.result import (
     BAD_DATASET,
     BAD_SAMPLE,
@@ -31,6 +31,7 @@ from loadersearch.measure.result import (
     INVALID_CONFIG,
     OK,
     PRUNED,
+    RESOURCE_LIMIT,
     MeasureResult,
     Window,
 )
@@ -188,11 +189,14 @@ class Objective:
             return 0.0
         if result.status == INTERRUPTED:
             raise KeyboardInterrupt
+        if result.reason == RESOURCE_LIMIT:  # every configuration would fail alike
+            raise ResourceLimitError(f"{result.message.rstrip('. ')}.")
         if result.reason in (BAD_SAMPLE, BAD_DATASET):
             raise DatasetError(
-                f"the dataset cannot be loaded ({result.reason}): {result.message}. Every trial "
-                "would fail the same way; fix the dataset (or pass --skip-bad-samples) and run "
-                "the same command again to resume."
+                f"the dataset cannot be loaded ({result.reason}): "
+                f"{result.message.rstrip('. ')}. Every trial would fail the same way; fix the "
+                "dataset, or add --skip-bad-samples, and run the same command again to resume "
+                "(this configuration is measured again)."
             )
         self._crashes += 1
         if self._crashes >= MAX_CONSECUTIVE_CRASHES:

@@ -8,7 +8,8 @@ import random
 import time
 from typing import Any
 
-from loadersearch.errors import StorageError
+from loadersearch.errors import DiskFullError, StorageError
+from loadersearch.storage._disk import is_disk_full
 from loadersearch.storage._settings import DEFAULT_RETRY_SECONDS, RETRY_ENV
 from loadersearch.storage._url import first_line, redact_url, safe_cause, scrub
 
@@ -40,6 +41,22 @@ def is_transient(exc: BaseException) -> bool:
     return False
 
 
+def _disk_full(url: str, e: BaseException) -> StorageError:
+    from loadersearch.storage._disk import full_message
+    from loadersearch.storage._sqlite import sqlite_path
+
+    path = sqlite_path(url)
+    if path is not None:
+        return DiskFullError(full_message(path))
+    return DiskFullError(
+        scrub(
+            f"the database server of {redact_url(url)} reports a full disk ({first_line(e)}). "
+            "Free space on the server, then run the same command again to resume.",
+            url,
+        )
+    )
+
+
 def _make_retrying_storage_class() -> type:
     """Build the RDBStorage subclass lazily, so that importing this module stays cheap."""
     import optuna
@@ -59,12 +76,16 @@ def _make_retrying_storage_class() -> type:
             deadline = time.monotonic() + self.retry_seconds
             delay = 0.25
             attempt = 0
+            full = False
             while True:
                 attempt += 1
                 try:
                     return call(*args, **kwargs)
                 except Exception as e:
-                    if not is_transient(e):
+                    # A full disk is often freed by someone (logs rotate, a job ends): wait
+                    # for it like for a server, so the measurement in hand is not lost.
+                    full = is_disk_full(e)
+                    if not full and not is_transient(e):
                         raise
                     last = e
                 # Drop this thread's session (its connection is dead) before trying again.
@@ -73,6 +94,18 @@ def _make_retrying_storage_class() -> type:
                 except Exception:  # the session is unusable anyway
                     pass
                 left = deadline - time.monotonic()
+                if full and left <= 0:
+                    raise _disk_full(self.url, last) from None
+                if full and attempt == 1:
+                    _logger.warning(
+                        "%s; retrying for up to %g s.",
+                        _disk_full(self.url, last),
+                        self.retry_seconds,
+                    )
+                if full:
+                    time.sleep(min(delay * (0.5 + random.random()), max(left, 0)))
+                    delay = min(delay * 2, 5.0)
+                    continue
                 if left <= 0:
                     raise StorageError(
                         scrub(
