@@ -57,6 +57,14 @@ def _disk_full(url: str, e: BaseException) -> StorageError:
     )
 
 
+def _where_full(url: str, e: BaseException) -> str:
+    from loadersearch.storage._disk import describe_space
+    from loadersearch.storage._sqlite import sqlite_path
+
+    path = sqlite_path(url)
+    return f"{path} on {describe_space(path)}" if path else scrub(first_line(e), url)
+
+
 def _make_retrying_storage_class() -> type:
     """Build the RDBStorage subclass lazily, so that importing this module stays cheap."""
     import optuna
@@ -71,6 +79,7 @@ def _make_retrying_storage_class() -> type:
 
         retry_seconds: float = DEFAULT_RETRY_SECONDS
         warnings: list[str]
+        _full_logged = False  # the full-disk wait was announced (reset by a call that works)
 
         def _retrying(self, name: str, call, *args: Any, **kwargs: Any) -> Any:
             deadline = time.monotonic() + self.retry_seconds
@@ -80,7 +89,9 @@ def _make_retrying_storage_class() -> type:
             while True:
                 attempt += 1
                 try:
-                    return call(*args, **kwargs)
+                    result = call(*args, **kwargs)
+                    self._full_logged = False
+                    return result
                 except Exception as e:
                     # A full disk is often freed by someone (logs rotate, a job ends): wait
                     # for it like for a server, so the measurement in hand is not lost.
@@ -96,10 +107,12 @@ def _make_retrying_storage_class() -> type:
                 left = deadline - time.monotonic()
                 if full and left <= 0:
                     raise _disk_full(self.url, last) from None
-                if full and attempt == 1:
+                if full and not self._full_logged:  # once, not once per thread or call
+                    self._full_logged = True
                     _logger.warning(
-                        "%s; retrying for up to %g s.",
-                        _disk_full(self.url, last),
+                        "The disk holding the study database is full (%s); waiting up to %g s "
+                        "for space: free some to keep the measurement in hand.",
+                        _where_full(self.url, last),
                         self.retry_seconds,
                     )
                 if full:
@@ -166,6 +179,16 @@ def _make_retrying_storage_class() -> type:
 
             return self._retrying("set_trial_state_values", call)
 
+        def record_heartbeat(self, trial_id):  # type: ignore[override]
+            # Runs in Optuna's heartbeat thread, where an exception would print a traceback and
+            # end the heartbeats of a live trial: a missed beat is logged, the next one tried.
+            try:
+                return self._retrying("record_heartbeat", RDBStorage.record_heartbeat, self,
+                                      trial_id)  # fmt: skip
+            except StorageError as e:  # the trial's own writes report the same problem
+                _logger.debug("could not record the trial's heartbeat: %s", e)
+                return None
+
     # --- calls that are safe to repeat (reads, upserts, single transactions) ----------------
     def _wrap(name: str):
         original = getattr(RDBStorage, name)
@@ -200,7 +223,6 @@ def _make_retrying_storage_class() -> type:
         "_get_trials",
         "get_best_trial",
         "_get_best_trial_id",
-        "record_heartbeat",
         "_get_stale_trial_ids",
     ):
         setattr(RetryingRDBStorage, _name, _wrap(_name))
