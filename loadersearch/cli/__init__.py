@@ -9,7 +9,6 @@ import importlib
 import logging
 import signal
 import sys
-import time
 
 import click
 
@@ -69,20 +68,12 @@ class _Group(click.Group):
             ctx.exit(error.exit_code)
 
 
-# A second signal within this many seconds of the first is ignored, so that the clean-up the
-# first one started (killing the measurement, queueing its trial again) is not cut short.
-SIGNAL_GRACE_S = 10.0
-
-
 def _install_signal_handlers(ctx: click.Context) -> None:
     """SIGTERM (Slurm, Kubernetes and systemd preemption) and Ctrl-C raise
-    :class:`Interrupted`: the same clean-up, exit 143 / 130 with one line."""
-    first: list[float] = []
+    :class:`Interrupted`: the same clean-up, exit 143 / 130 with one line. (A second signal
+    raises again: whoever insists wants out now; the measuring processes die with us.)"""
 
     def handler(signum: int, _frame) -> None:  # noqa: ANN001
-        if first and time.monotonic() - first[0] < SIGNAL_GRACE_S:
-            return
-        first[:] = [time.monotonic()]
         raise Interrupted(signum)
 
     try:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import signal
 import socket
 
 import click
@@ -53,6 +54,9 @@ def dashboard(storage: str | None, host: str, port: int) -> None:
     _check_port(host, port)
     shown = "localhost" if host in ("127.0.0.1", "0.0.0.0") else host
     click.echo(f"optuna-dashboard on {redact_url(url)}: http://{shown}:{port}/ (Ctrl-C stops it)")
+    # A server that only reads has nothing to clean up: SIGTERM ends it at once, as before
+    # (raising inside the server could leave it waiting on the dashboard's worker threads).
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     try:
         run_server(rdb, host=host, port=port)
     except OSError as e:  # taken between the check and the server's own bind

@@ -24,6 +24,14 @@ from typing import TYPE_CHECKING, Any
 
 from loadersearch.config import PRUNERS
 from loadersearch.errors import NothingFeasibleError, StudyError
+from loadersearch.measure.result import (
+    HOST_OOM,
+    INVALID_CONFIG,
+    KILLED,
+    TIMEOUT,
+    VRAM_CAP,
+    WORKER_KILLED,
+)
 from loadersearch.search.baselines import baselines as baseline_rules
 from loadersearch.search.batchprobe import ProbeResult, probe_max_batch
 from loadersearch.search.confirm import confirm_study, confirmation_is_current
@@ -352,17 +360,19 @@ def enqueue_baselines(
     return stored
 
 
-# What to do when every trial was infeasible for one reason (reasons from measure.result).
+# What to do when every trial was infeasible for one reason.
+_RAM_ADVICE = (
+    "the host ran out of RAM: allow fewer workers (--space num_workers=0:N) or smaller "
+    "batches, or free memory"
+)
 _INFEASIBLE_ADVICE = {
-    "vram_cap": "raise --vram-cap, or allow smaller batches (--space batch_size=LOW:HIGH)",
-    "host_oom": "the host ran out of RAM: allow fewer workers (--space num_workers=0:N) or "
-    "smaller batches, or free memory",
-    "killed": "the host ran out of RAM: allow fewer workers (--space num_workers=0:N) or "
-    "smaller batches, or free memory",
-    "worker_killed": "enlarge /dev/shm (docker --shm-size 8g) or allow fewer workers and "
+    VRAM_CAP: "raise --vram-cap, or allow smaller batches (--space batch_size=LOW:HIGH)",
+    HOST_OOM: _RAM_ADVICE,
+    KILLED: _RAM_ADVICE,
+    WORKER_KILLED: "enlarge /dev/shm (docker --shm-size 8g) or allow fewer workers and "
     "smaller batches",
-    "timeout": "raise --timeout, or look for a DataLoader worker that hangs (--debug)",
-    "invalid_config": "check --fix and --space",
+    TIMEOUT: "raise --timeout, or look for a DataLoader worker that hangs (--debug)",
+    INVALID_CONFIG: "check --fix and --space",
 }
 
 
@@ -511,7 +521,7 @@ def join_study(
 
     from loadersearch.hardware import host_name
     from loadersearch.storage import (
-        open_storage,
+        open_existing_storage,
         redact_url,
         resolve_storage_url,
         storage_warnings,
@@ -519,7 +529,7 @@ def join_study(
     )
 
     url = resolve_storage_url(storage)
-    rdb = open_storage(url, heartbeat=False)
+    rdb = open_existing_storage(url)  # read-only: a wrong --storage creates nothing
     studies = {s.study_name: s._study_id for s in rdb.get_all_studies()}
     if study_name not in studies:
         names = sorted(studies)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from typing import TYPE_CHECKING, Any
 
 from loadersearch.errors import StorageError, StudyError
@@ -86,7 +87,10 @@ def open_storage(
                 grace_period=grace_period or default_grace,
                 heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback(max_retry=3),
             )
-        if path is not None:
+        if path is not None and (not os.path.exists(path) or os.path.getsize(path) == 0):
+            # A new file: the processes creating Optuna's tables in it take turns. (An
+            # existing file is opened without it: a run setting up a study holds this lock
+            # for as long as that takes; a late schema race is retried in _construct.)
             with file_lock(sqlite_lock_path(path)):
                 storage = _construct(url, kwargs)
         else:
@@ -100,7 +104,7 @@ def open_storage(
     return storage
 
 
-SCHEMA_RACE_TRIES = 3  # another process creating the same tables at once: try again
+SCHEMA_RACE_TRIES = 5  # another process creating the same tables at once: try again
 
 
 def _construct(url: str, kwargs: dict[str, Any]) -> optuna.storages.RDBStorage:
@@ -116,6 +120,7 @@ def _construct(url: str, kwargs: dict[str, Any]) -> optuna.storages.RDBStorage:
             ) from e
         except Exception as e:
             if attempt < SCHEMA_RACE_TRIES and _schema_race(e):
+                time.sleep(0.1 * attempt)  # let the other process finish its tables
                 continue
             raise _open_error(url, e) from safe_cause(url, e)
     raise AssertionError("unreachable")  # pragma: no cover
