@@ -1,6 +1,11 @@
-"""A study from start to answer: open or create it, probe the batch bound, enqueue the
-baselines, run the trials with ``study.optimize`` (heartbeats only work there; through
-:func:`loadersearch.search.budget.optimize_to_total`), confirm.
+"""A study from start to answer: check the dataset, open or create the study, probe the batch
+bound, enqueue the baselines, run the trials with ``study.optimize`` (heartbeats only work
+there; through :func:`loadersearch.search.budget.optimize_to_total`), confirm.
+
+The set-up (create, attributes, probe, baselines) runs under the study's set-up lock
+(:func:`loadersearch.storage.study_lock`), one process at a time, each step checking what is
+already there: several runs may start one study at once, and a set-up cut short is completed
+by the next run.
 
 :func:`run_study` is the one entry point; ``loadersearch run`` calls it with ``create=True``,
 a worker joining an existing study calls it with ``create=False`` and the settings
@@ -10,7 +15,7 @@ and machine (COMPLETE and PRUNED trials in the storage).
 Study user attributes (what a resume or a worker needs, and what the report shows):
 ``spec`` (workload, plan, space), ``trials`` (the total), ``workload_description``,
 ``hardware`` (creator's fingerprint), ``vram_cap``, ``pruner``, ``probe``, ``baselines``,
-``confirmation``, ``emulated``.
+``confirmation``, ``emulated``, ``skipped_samples`` (what ``--skip-bad-samples`` left out).
 """
 
 from __future__ import annotations
