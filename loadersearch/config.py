@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import multiprocessing
 import re
 import sys
@@ -330,10 +331,15 @@ class WorkloadSpec:
                 "emulated_ms and emulated_mib take two numbers each (a, b: a + b*batch_size) "
                 f"but got {self.emulated_ms!r} and {self.emulated_mib!r}."
             )
-        if min(self.emulated_ms) < 0 or min(self.emulated_mib) < 0:
+        try:
+            numbers = [float(x) for x in (*self.emulated_ms, *self.emulated_mib)]
+        except (TypeError, ValueError):
+            numbers = []
+        # nan passes every comparison and inf sleeps forever: check both (TOML reads nan, inf).
+        if len(numbers) != 4 or not all(math.isfinite(x) and x >= 0 for x in numbers):
             raise ValueError(
                 f"emulated_ms {self.emulated_ms!r} and emulated_mib {self.emulated_mib!r} "
-                "cannot be negative."
+                "must be finite numbers, not negative (e.g. [4, 7] and [600, 150])."
             )
         # JSON turns tuples into lists; keep them tuples so specs compare equal after a round trip.
         object.__setattr__(self, "emulated_ms", tuple(float(x) for x in self.emulated_ms))

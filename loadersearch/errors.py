@@ -1,10 +1,15 @@
-"""Errors a user can fix. The CLI shows their message in one line (no traceback unless --debug)."""
+"""Errors a user can fix. The CLI shows their message in one line (no traceback unless --debug)
+and exits with their ``exit_code``."""
 
 from __future__ import annotations
+
+import signal
 
 
 class LoaderSearchError(Exception):
     """Base class: a problem with the user's input or environment, with the fix in the message."""
+
+    exit_code = 2  # bad input
 
 
 class DatasetError(LoaderSearchError):
@@ -32,6 +37,20 @@ class StorageError(LoaderSearchError):
     """The study database cannot be reached or used (the URL is always shown redacted)."""
 
 
+class DiskFullError(StorageError):
+    """The disk under the study database is full: names the file system, its free space and
+    what to do. Not bad input: the run itself failed (exit 1)."""
+
+    exit_code = 1
+
+
+class ResourceLimitError(LoaderSearchError):
+    """A limit of this process (``ulimit -n``, ``ulimit -v``, ...) stops every measurement:
+    named as the limit it is, with how to raise it (exit 1)."""
+
+    exit_code = 1
+
+
 class StudyError(LoaderSearchError):
     """The study cannot be created, loaded or joined as asked."""
 
@@ -39,3 +58,29 @@ class StudyError(LoaderSearchError):
 class DeviceError(LoaderSearchError):
     """The device a measurement must run on cannot be used (e.g. a CUDA study where this process
     sees no GPU); every trial would fail the same way, so the run stops with the reason."""
+class NothingFeasibleError(StudyError):
+    """Every configuration measured was infeasible here (e.g. over the VRAM cap): the run has
+    no answer, and says why in one line (exit 3, as ``bench`` on an infeasible configuration)."""
+
+    exit_code = 3
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C (SIGINT) or SIGTERM (what Slurm, Kubernetes and systemd send on preemption).
+
+    A ``KeyboardInterrupt``, so that every clean-up written for Ctrl-C (the measurement's
+    process group killed, the trial marked for re-run) runs for SIGTERM too. ``requeued``
+    lists the trials queued again with the same parameters, for the CLI to say so."""
+
+    def __init__(self, signum: int = signal.SIGINT) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+        self.requeued: list[int] = []
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + self.signum  # the shell's convention: 130 for SIGINT, 143 for SIGTERM
+
+    @property
+    def name(self) -> str:
+        return "Ctrl-C" if self.signum == signal.SIGINT else signal.Signals(self.signum).name

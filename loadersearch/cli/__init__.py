@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import importlib
 import logging
+import signal
 import sys
 
 import click
 
-from loadersearch.errors import LoaderSearchError
+from loadersearch.errors import Interrupted, LoaderSearchError
 
 # (module, command attribute). A module that is not there yet is simply not listed.
 _COMMANDS = [
@@ -25,22 +26,81 @@ _COMMANDS = [
 ]
 
 
+def _interrupted_line(interrupt: Interrupted) -> str:
+    line = f"Interrupted ({interrupt.name}): the measuring processes were stopped."
+    if interrupt.requeued:
+        numbers = ", ".join(str(n) for n in interrupt.requeued)
+        line += (
+            f" Trial {numbers} will be measured again with the same parameters: run the same "
+            "command again to resume."
+        )
+    return line
+
+
 class _Group(click.Group):
-    """Turns user errors into one clear line and exit code 2; --debug shows the traceback."""
+    """Turns user errors into one clear line and their exit code (2 for bad input); Ctrl-C and
+    SIGTERM into one line and 130 / 143; --debug shows the traceback."""
 
     def invoke(self, ctx: click.Context):
+        def debug() -> bool:
+            return bool(ctx.obj and ctx.obj.get("debug"))
+
         try:
             return super().invoke(ctx)
         except LoaderSearchError as e:
-            if ctx.obj and ctx.obj.get("debug"):
+            if debug():
                 raise
             click.echo(f"Error: {e}", err=True)
-            ctx.exit(2)
-        except KeyboardInterrupt:
-            if ctx.obj and ctx.obj.get("debug"):
+            ctx.exit(e.exit_code)
+        except KeyboardInterrupt as e:
+            if debug():
                 raise
-            click.echo("Interrupted.", err=True)
-            ctx.exit(130)
+            interrupt = e if isinstance(e, Interrupted) else Interrupted()
+            click.echo(_interrupted_line(interrupt), err=True)
+            ctx.exit(interrupt.exit_code)
+        except OSError as e:
+            from loadersearch.limits import environment_error
+
+            error = environment_error(e)  # a full disk, too many open files: not a bug
+            if error is None or debug():
+                raise
+            click.echo(f"Error: {error}", err=True)
+            ctx.exit(error.exit_code)
+
+
+def _install_signal_handlers(ctx: click.Context) -> None:
+    """SIGTERM (Slurm, Kubernetes and systemd preemption) and Ctrl-C raise
+    :class:`Interrupted`: the same clean-up, exit 143 / 130 with one line. (A second signal
+    raises again: whoever insists wants out now; the measuring processes die with us.)"""
+
+    def handler(signum: int, _frame) -> None:  # noqa: ANN001
+        raise Interrupted(signum)
+
+    try:
+        previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
+    except ValueError:  # not the main thread (an embedding application): leave signals alone
+        return
+
+    def restore() -> None:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+    ctx.call_on_close(restore)
+
+
+class _QuietTrialFailures(logging.Filter):
+    """Drops Optuna's "Trial N failed ... Traceback" warnings: loadersearch says what went
+    wrong in one line; the warning is logged at debug level instead (shown with --debug)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if message.startswith("Trial ") and " failed with " in message:
+            logging.getLogger("loadersearch.search").debug("%s", message, exc_info=record.exc_info)
+            return False
+        return True
+
+
+_QUIET = _QuietTrialFailures()
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
@@ -67,6 +127,12 @@ def cli(ctx: click.Context, debug: bool) -> None:
         level=logging.DEBUG if debug else logging.WARNING,
         format="%(levelname)s %(name)s: %(message)s",
     )
+    optimize_log = logging.getLogger("optuna.study._optimize")  # Optuna's own, by name
+    if debug:
+        optimize_log.removeFilter(_QUIET)
+    else:
+        optimize_log.addFilter(_QUIET)
+    _install_signal_handlers(ctx)
 
 
 for _module, _attr in _COMMANDS:

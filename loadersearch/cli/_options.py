@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -75,6 +76,11 @@ class PairType(click.ParamType):
             a, b = (float(x) for x in str(value).split(","))
         except ValueError:
             self.fail(f"{value!r} is not two numbers separated by a comma, e.g. 20,2", param, ctx)
+        if not (math.isfinite(a) and math.isfinite(b)) or min(a, b) < 0:
+            # float() reads "nan" and "inf"; a step time or a size must be a real amount.
+            self.fail(
+                f"{value!r}: both numbers must be finite and not negative, e.g. 20,2", param, ctx
+            )
         return (a, b)
 
 

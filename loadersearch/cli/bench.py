@@ -130,8 +130,14 @@ def bench(
     from rich.console import Console
 
     from loadersearch.measure import measure
+    from loadersearch.workload import check_data
 
     err = Console(stderr=True)
+    # The whole dataset, checked before measuring: a bad one is refused here in one line, and
+    # what --skip-bad-samples leaves out is said.
+    data = check_data(spec)
+    if data.describe():
+        err.print(f"note: {data.describe()}", soft_wrap=True, highlight=False)
     if as_json:
         result = measure(spec, config, plan)
     else:
@@ -147,7 +153,7 @@ def bench(
             result = measure(spec, config, plan, on_window=on_window)
 
     if as_json:
-        click.echo(json.dumps(result.to_dict(), indent=2))
+        click.echo(json.dumps({**result.to_dict(), "skipped_samples": data.to_dict()}, indent=2))
     else:
         render(result, spec, plan, Console())
     if not result.ok:

@@ -24,12 +24,22 @@ if TYPE_CHECKING:
 
 
 def dashboard_command(storage: str | None) -> str:
-    from loadersearch.storage import DEFAULT_STORAGE, redact_url, resolve_storage_url
+    """A command that opens the study and works as printed: a URL that came from
+    ``$LOADERSEARCH_STORAGE`` is referred to by the variable (its password is never shown)."""
+    import os
+
+    from loadersearch.storage import DEFAULT_STORAGE, ENV_VAR, redact_url, resolve_storage_url
 
     url = resolve_storage_url(storage)
     if url == DEFAULT_STORAGE:
         return "loadersearch dashboard"
-    return f"loadersearch dashboard --storage {shlex.quote(redact_url(url))}"
+    if url == os.environ.get(ENV_VAR):
+        return f'loadersearch dashboard --storage "${ENV_VAR}"'
+    shown = redact_url(url)
+    command = f"loadersearch dashboard --storage {shlex.quote(shown)}"
+    if shown != url:  # a password given on the command line: it is not printed
+        command += f"  (put the password in place of ***, or set ${ENV_VAR} to the URL)"
+    return command
 
 
 def render_summary(

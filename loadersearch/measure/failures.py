@@ -11,6 +11,7 @@ import signal
 import traceback
 
 from loadersearch.errors import BadSampleError, DatasetError, DeviceError, PipelineError
+from loadersearch.limits import address_space_problem, limit_problem
 from loadersearch.measure.result import (
     BAD_DATASET,
     BAD_PIPELINE,
@@ -19,12 +20,20 @@ from loadersearch.measure.result import (
     ERROR,
     HOST_OOM,
     INFEASIBLE,
+    INTERRUPTED,
     INVALID_CONFIG,
     KILLED,
     NO_DEVICE,
+    RESOURCE_LIMIT,
     VRAM_CAP,
     WORKER_KILLED,
 )
+
+# Signals that stop a process from outside (Ctrl-C, preemption, a closed terminal): the
+# measurement was interrupted, which says nothing about the configuration.
+_STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+# Deaths a process limit can cause (an allocation refused under ulimit -v aborts C++ code).
+_LIMIT_SIGNALS = (signal.SIGABRT, signal.SIGSEGV, signal.SIGBUS)
 
 _WORKER_DIED = re.compile(r"DataLoader worker \(pid.*")
 # A worker's exception reaches the loop as "Caught X in DataLoader worker process N. Original
@@ -121,7 +130,16 @@ def classify_exception(
     if isinstance(e, PipelineError):  # also rebuilt from a DataLoader worker's traceback text
         return ERROR, BAD_PIPELINE, _original(e, "PipelineError") or str(e)
     if isinstance(e, MemoryError) or _original(e, "MemoryError") is not None:
+        limited = address_space_problem("a memory allocation failed (MemoryError)")
+        if limited:
+            return INFEASIBLE, RESOURCE_LIMIT, limited
         return INFEASIBLE, HOST_OOM, "host memory exhausted (MemoryError)"
+    limited = limit_problem(f"{type(e).__name__}: {text}")
+    if limited:
+        # A library that cannot be loaded fails every configuration alike; an allocation or
+        # a file descriptor too many depends on the workers and the batch.
+        status = ERROR if isinstance(e, ImportError) else INFEASIBLE
+        return status, RESOURCE_LIMIT, limited
     m = _WORKER_DIED.search(text)
     if isinstance(e, RuntimeError) and m and "Caught " not in text:
         msg = m.group(0).rstrip(". ")
@@ -151,7 +169,15 @@ def classify_exit(returncode: int, stderr_tail: str) -> tuple[str, str, str]:
                 "the measuring process was killed by SIGKILL with no message: probably the "
                 "kernel's OOM killer (host RAM exhausted; see dmesg)",
             )
+        if sig in _STOP_SIGNALS:
+            return INTERRUPTED, KILLED, f"the measuring process was stopped by {name}"
+        limited = limit_problem(stderr_tail, aborted=sig in _LIMIT_SIGNALS)
+        if limited:
+            return INFEASIBLE, RESOURCE_LIMIT, f"the measuring process died of {name}: {limited}"
         return ERROR, KILLED, f"the measuring process was killed by {name}"
+    limited = limit_problem(stderr_tail)
+    if limited:
+        return ERROR, RESOURCE_LIMIT, f"the measuring process could not run: {limited}"
     tail = _last_line(stderr_tail)
     return (
         ERROR,

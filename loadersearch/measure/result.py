@@ -32,6 +32,7 @@ BAD_DATASET = "bad_dataset"  # missing directory, unknown format, empty dataset
 BAD_PIPELINE = "bad_pipeline"  # the user's pipeline cannot be imported, built or run
 INVALID_CONFIG = "invalid_config"  # e.g. prefetch_factor with num_workers=0
 NO_DEVICE = "no_device"  # the study runs on CUDA but the measuring process sees no GPU
+RESOURCE_LIMIT = "resource_limit"  # a process limit (ulimit -n, ulimit -v), named with its fix
 CRASH = "crash"  # anything else: a bug; the message carries the traceback's last line
 
 

@@ -29,6 +29,7 @@ import time
 from collections.abc import Callable
 
 from loadersearch.config import LoaderConfig, MeasurePlan, WorkloadSpec
+from loadersearch.limits import limit_problem
 from loadersearch.measure.failures import classify_exit
 from loadersearch.measure.result import (
     ERROR,
@@ -179,13 +180,16 @@ def _follow(
         now = time.monotonic()
         if now >= deadline:
             return _timeout(
-                result, f"the measurement passed its {plan.timeout_s:g} s limit during {phase}"
+                result,
+                f"the measurement passed its {plan.timeout_s:g} s limit during {phase}",
+                log,
             )
         if started and now - last >= stall:
             return _timeout(
                 result,
                 f"no progress for {stall:g} s during {phase}: a DataLoader worker or the "
                 "training loop hung",
+                log,
             )
         until = min(deadline, last + stall) if started else deadline
         ready, _, _ = select.select([read_fd], [], [], until - now)
@@ -241,7 +245,11 @@ def _follow(
                 return None
 
 
-def _timeout(result: MeasureResult, message: str) -> None:
+def _timeout(result: MeasureResult, message: str, log=None) -> None:  # noqa: ANN001
+    # Workers that cannot open a file descriptor may hang rather than fail: name the limit.
+    problem = limit_problem(_stderr_tail(log)) if log is not None else None
+    if problem:
+        message += f"; the measuring process said: {problem}"
     result.status, result.reason, result.message = INFEASIBLE, TIMEOUT, message
 
 

@@ -32,7 +32,11 @@ def open_study(storage: str | None = None, study: str | None = None) -> optuna.S
             f"{', '.join(names) or 'none'}."
         )
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    return optuna.load_study(study_name=study, storage=rdb)
+    loaded = optuna.load_study(study_name=study, storage=rdb)
+    from loadersearch.search.settings import require_loadersearch_study
+
+    require_loadersearch_study(loaded, redact_url(url))
+    return loaded
 
 
 def space_fixed(study: optuna.Study) -> dict[str, Any]:

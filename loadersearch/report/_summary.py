@@ -242,7 +242,10 @@ def _baseline_result(
     from optuna.trial import TrialState
 
     label = LoaderConfig.from_dict(b["config"]).label()
-    trial = next((t for t in trials if t.user_attrs.get("baseline") == b["name"]), None)
+    named = [t for t in trials if t.user_attrs.get("baseline") == b["name"]]
+    # A baseline stopped by Ctrl-C or a bad sample is queued again: the re-run is its result.
+    trial = next((t for t in reversed(named) if t.state != TrialState.FAIL), None)
+    trial = trial or (named[-1] if named else None)
     rate: float | None = None
     if confirmed:
         rate, source = confirmed.median, "confirmation"

@@ -3,11 +3,19 @@
 :func:`optimize_to_total` runs trials until the study holds its total, counting every worker's
 trials, and never overshoots (Optuna's ``MaxTrialsCallback`` alone overshoots by up to one trial
 per extra worker). It uses ``study.optimize`` because heartbeats only work there.
+
+Nothing measured is lost to an interruption: a trial stopped by Ctrl-C or SIGTERM, or by a bad
+sample found while measuring, is failed and queued again with the same parameters (and its
+baseline name), as Optuna's ``RetryHeartbeatStaleTrialCallback`` does for a trial whose
+heartbeat went stale; a trial left RUNNING by a process of this host that is gone (``kill -9``,
+power, a full disk) is reclaimed the same way at once, since this host can see that its
+process no longer exists, instead of after the heartbeat's grace period.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import time
 import warnings
 from typing import Any
@@ -15,9 +23,129 @@ from typing import Any
 import optuna
 from optuna.trial import TrialState
 
-from loadersearch.hardware import check_compatible, fingerprint
+from loadersearch.errors import DatasetError, Interrupted, ResourceLimitError, StorageError
+from loadersearch.hardware import check_compatible, fingerprint, host_name
 
 _logger = logging.getLogger(__name__)
+
+PROCESS_ATTR = "process"  # trial system attribute: where its process runs (see _process_key)
+MAX_RETRIES = 3  # as many re-runs as the heartbeat's retry callback allows
+
+
+def _process_key() -> str:
+    """Which pid namespace a pid is valid in: the boot and this process's pid namespace.
+    Containers on one machine may share a host name but never this key."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            boot = f.read().strip()
+        namespace = os.stat("/proc/self/ns/pid").st_ino
+    except OSError:
+        return ""  # cannot tell: dead trials are left to the heartbeat
+    return f"{boot}/{namespace}"
+
+
+def requeue(study: optuna.Study, trial: optuna.trial.FrozenTrial, reason: str) -> int | None:
+    """Queue ``trial``'s configuration again (WAITING, same parameters, same baseline name),
+    linked to it as ``RetryHeartbeatStaleTrialCallback`` links its retries (system attributes
+    ``failed_trial`` and ``retry_history``); returns the new trial's number, or None when the
+    configuration was not chosen yet or has been retried ``MAX_RETRIES`` times."""
+    from optuna.trial import create_trial
+
+    params = {**trial.system_attrs.get("fixed_params", {}), **trial.params}
+    history = [*trial.system_attrs.get("retry_history", []), trial.number]
+    if not params or len(history) > MAX_RETRIES:
+        return None
+    user_attrs: dict[str, Any] = {"retry_of": trial.number, "retry_reason": reason}
+    if trial.user_attrs.get("baseline"):
+        user_attrs["baseline"] = trial.user_attrs["baseline"]
+    system_attrs = {
+        "fixed_params": params,  # what enqueue_trial stores: suggest_* returns these
+        "failed_trial": trial.system_attrs.get("failed_trial", trial.number),
+        "retry_history": history,
+    }
+    study.add_trial(
+        create_trial(state=TrialState.WAITING, user_attrs=user_attrs, system_attrs=system_attrs)
+    )
+    retry = study.get_trials(deepcopy=False)[-1]
+    _logger.info("trial %d (%s) queued again as trial %d", trial.number, reason, retry.number)
+    return retry.number
+
+
+def _dead(trial: optuna.trial.FrozenTrial, here: str, key: str) -> bool:
+    """Whether a RUNNING trial's process ran on this host, in this pid space, and is gone."""
+    import psutil
+
+    pid = trial.user_attrs.get("pid")
+    if not key or trial.user_attrs.get("host") != here or not isinstance(pid, int):
+        return False
+    if trial.system_attrs.get(PROCESS_ATTR) != key or pid == os.getpid():
+        return False
+    try:
+        started = psutil.Process(pid).create_time()
+    except psutil.NoSuchProcess:
+        return True
+    except psutil.Error:
+        return False
+    # The pid was reused by a process started after the trial: the trial's process is gone.
+    begun = trial.datetime_start.timestamp() if trial.datetime_start else None
+    return begun is not None and started > begun + 1.0
+
+
+def reclaim_dead_trials(study: optuna.Study) -> list[int]:
+    """Fail this host's RUNNING trials whose process is gone and queue them again; returns
+    their numbers. Two processes reclaiming at once: only one fails a trial (Optuna refuses
+    to finish a trial twice), so it is queued once."""
+    here, key = host_name(), _process_key()
+    reclaimed = []
+    for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        if not _dead(t, here, key):
+            continue
+        reason = f"its process {t.user_attrs['pid']} on {here} is gone"
+        try:
+            study._storage.set_trial_user_attr(t._trial_id, "status", "interrupted")
+            study._storage.set_trial_user_attr(t._trial_id, "reason", reason)
+            if not study._storage.set_trial_state_values(t._trial_id, state=TrialState.FAIL):
+                continue
+        except optuna.exceptions.UpdateFinishedTrialError:
+            continue  # another process reclaimed it first
+        _logger.warning("Trial %d was left running by a process that is gone; re-running it.",
+                        t.number)  # fmt: skip
+        requeue(study, study._storage.get_trial(t._trial_id), reason)
+        reclaimed.append(t.number)
+    return reclaimed
+
+
+class _StorageLost(BaseException):
+    """Carries a :class:`StorageError` raised inside a trial past Optuna's ``_run_trial``,
+    which would otherwise try to write FAIL to the same unwritable storage (waiting out the
+    retries again) and then fail with an ``AssertionError``. The trial stays RUNNING and is
+    reclaimed by the next run on this host, or by the heartbeat elsewhere."""
+
+    def __init__(self, error: StorageError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+def _storage_error_in(e: BaseException) -> StorageError | None:
+    seen = 0
+    while e is not None and seen < 10:
+        if isinstance(e, StorageError):
+            return e
+        e = e.__context__
+        seen += 1
+    return None
+
+
+def _mark_for_rerun(trial: optuna.Trial, reason: str) -> int | None:
+    """Mark a stopped trial and queue its configuration again (before Optuna fails it);
+    returns the retry's number. Never raises: the interruption itself must get through."""
+    try:
+        trial.set_user_attr("status", "interrupted")
+        trial.set_user_attr("reason", reason)
+        return requeue(trial.study, trial.study._storage.get_trial(trial._trial_id), reason)
+    except Exception:
+        _logger.warning("could not queue trial %d again", trial.number, exc_info=True)
+        return None
 
 
 class _BudgetReached(Exception):
@@ -84,6 +212,8 @@ def optimize_to_total(
             for t in trials
         )
 
+    here, process_key = host_name(), _process_key()
+
     def guarded(trial: optuna.Trial) -> Any:
         # Close the race between two workers that both saw one trial left and both asked.
         if ahead_of(trial.number) >= total:
@@ -91,9 +221,42 @@ def optimize_to_total(
             raise _BudgetReached
         for key, value in attrs.items():
             trial.set_user_attr(key, value)
-        return objective(trial)
+        # Who runs it: a later run on this host can tell when this process is gone.
+        trial.set_user_attr("host", here)
+        trial.set_user_attr("pid", os.getpid())
+        trial.storage.set_trial_system_attr(trial._trial_id, PROCESS_ATTR, process_key)
+        try:
+            return objective(trial)
+        except KeyboardInterrupt as e:
+            interrupt = e if isinstance(e, Interrupted) else Interrupted()
+            if _mark_for_rerun(trial, f"interrupted by {interrupt.name}") is not None:
+                interrupt.requeued.append(trial.number)
+            raise interrupt from None
+        except (DatasetError, ResourceLimitError) as e:
+            # The dataset or a limit, not this configuration, failed: measure it again once
+            # that is fixed.
+            _mark_for_rerun(trial, f"stopped: {e}"[:500])
+            raise
+        except StorageError as e:
+            raise _StorageLost(e) from e
+
+    def optimize_one() -> None:
+        try:
+            study.optimize(
+                guarded, n_trials=1, catch=(*catch, _BudgetReached), callbacks=callbacks or []
+            )
+        except _StorageLost as e:
+            raise e.error from None
+        except (AssertionError, UnboundLocalError) as e:
+            # Optuna's _run_trial fails this way when it cannot write the trial's end (a full
+            # disk, a lost server); the cause is the storage error in the chain.
+            error = _storage_error_in(e)
+            if error is None:
+                raise
+            raise error from None
 
     while True:
+        reclaim_dead_trials(study)
         if interval:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
@@ -117,7 +280,5 @@ def optimize_to_total(
             time.sleep(poll)
             continue
         waiting_logged = False
-        study.optimize(
-            guarded, n_trials=1, catch=(*catch, _BudgetReached), callbacks=callbacks or []
-        )
+        optimize_one()
         ran += 1

@@ -27,6 +27,7 @@ from loadersearch.errors import (
     DeviceError,
     LoaderSearchError,
     PipelineError,
+    ResourceLimitError,
     StudyError,
 )
 from loadersearch.measure.result import (
@@ -40,6 +41,7 @@ from loadersearch.measure.result import (
     NO_DEVICE,
     OK,
     PRUNED,
+    RESOURCE_LIMIT,
     MeasureResult,
     Window,
 )
@@ -93,8 +95,9 @@ def unusable_input(result: MeasureResult, workload: WorkloadSpec) -> LoaderSearc
             f"fail the same way; fix it {again}"
         )
     return DatasetError(
-        f"the dataset cannot be loaded ({result.reason}): {result.message}. Every trial would "
-        f"fail the same way; fix the dataset (or pass --skip-bad-samples) {again}"
+        f"the dataset cannot be loaded ({result.reason}): {result.message.rstrip('. ')}. Every "
+        "trial would fail the same way; fix the dataset, or add --skip-bad-samples, and run the "
+        "same command again to resume (this configuration is measured again)."
     )
 
 
@@ -261,6 +264,8 @@ class Objective:
             raise KeyboardInterrupt
         if result.reason == NO_DEVICE:
             raise DeviceError(f"{result.message} Every trial would fail the same way.")
+        if result.reason == RESOURCE_LIMIT:  # every configuration would fail alike
+            raise ResourceLimitError(f"{result.message.rstrip('. ')}.")
         unusable = unusable_input(result, self.workload)
         if unusable is not None:
             raise unusable

@@ -57,6 +57,87 @@ class SpecError(LoaderSearchError):
     """A study spec (file or options) cannot be used; the message names the key and the fix."""
 
 
+# What each value must be. TOML has types of its own, so `trials = "abc"` or `steps = "many"`
+# must be refused by name here rather than fail later inside int() or a comparison.
+_WHOLE, _NUMBER, _TEXT, _FLAG = "a whole number", "a number", "a string", "true or false"
+_PAIR, _SIZE, _RANGE = "two numbers, e.g. [4, 7]", "a size, e.g. \"6GiB\"", "a range"
+_TYPES = {
+    "study": {
+        "name": _TEXT,
+        "trials": _WHOLE,
+        "epochs_planned": _WHOLE,
+        "confirm_rounds": _WHOLE,
+        "pruner": _TEXT,
+        "seed": _WHOLE,
+        "description": _TEXT,
+    },
+    "workload": {
+        "kind": _TEXT,
+        "data": _TEXT,
+        "data_format": _TEXT,
+        "format": _TEXT,
+        "data_split": _TEXT,
+        "split": _TEXT,
+        "img_size": _WHOLE,
+        "classes": _WHOLE,
+        "mosaic": _FLAG,
+        "skip_bad_samples": _FLAG,
+        "device": _TEXT,
+        "vram_cap": _SIZE,
+        "emulated_ms": _PAIR,
+        "emulated_mib": _PAIR,
+        "seed": _WHOLE,
+        "optimizer": _TEXT,
+    },
+    "plan": {
+        "epochs": _WHOLE,
+        "steps": _WHOLE,
+        "windows_per_epoch": _WHOLE,
+        "warmup_epochs": _WHOLE,
+        "warmup_steps": _WHOLE,
+        "timeout_s": _NUMBER,
+        "stall_s": _NUMBER,
+    },
+}
+
+
+def _is(value: Any, kind: str) -> bool:
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if kind == _WHOLE:
+        return number and float(value).is_integer()
+    if kind == _NUMBER:
+        return number
+    if kind == _TEXT:
+        return isinstance(value, str)
+    if kind == _FLAG:
+        return isinstance(value, bool)
+    if kind == _PAIR:
+        return isinstance(value, (list, tuple)) and all(_is(v, _NUMBER) for v in value)
+    if kind == _SIZE:
+        return isinstance(value, str) or number
+    return True
+
+
+def _check_types(section: str, table: dict[str, Any], where: str) -> None:
+    """Refuse a value of the wrong type, naming the key, what it must be and what it is."""
+    for key, value in table.items():
+        kind = _TYPES.get(section, {}).get(key)
+        if kind is not None and value is not None and not _is(value, kind):
+            raise SpecError(f"{where}[{section}] {key} must be {kind} but got {value!r}.")
+    if section == "space":
+        for key, value in table.items():
+            if key == "fix":
+                if not isinstance(value, dict):
+                    raise SpecError(
+                        f"{where}[space] fix must be a table of fixed knobs, e.g. "
+                        f"[space.fix] batch_size = 16, but got {value!r}."
+                    )
+            elif not isinstance(value, (str, list, bool, int)):
+                raise SpecError(
+                    f"{where}[space] {key} must be {_RANGE} (e.g. \"2:12\") but got {value!r}."
+                )
+
+
 @dataclass(frozen=True)
 class StudySettings:
     """Everything a study run needs; the spec part (workload, plan, space) is stored in the
@@ -110,6 +191,8 @@ def parse_size(text: str | int | float | None) -> int | None:
     try:
         return config_parse_size(text)
     except ValueError as e:
+        if "positive" in str(e):  # readable, but zero: say that, not "cannot read"
+            raise SpecError(f"the size must be positive but got {text!r}; e.g. 6GiB.") from e
         raise SpecError(f"cannot read the size {text!r}; write e.g. 6GiB, 512MiB or 4GB.") from e
 
 
@@ -136,6 +219,7 @@ def load_spec_file(path: str) -> dict[str, Any]:
                 f"study spec {path}: unknown key(s) {', '.join(sorted(unknown))} in "
                 f"[{section}]; known keys: {', '.join(sorted(_SECTIONS[section]))}."
             )
+        _check_types(section, table, f"study spec {path}: ")
     return data
 
 
@@ -155,6 +239,8 @@ def resolve_settings(
     study = {**data.get("study", {}), **_given(overrides.study)}
     workload_in = {**data.get("workload", {}), **_given(overrides.workload)}
     plan_in = {**data.get("plan", {}), **_given(overrides.plan)}
+    for section, table in (("study", study), ("workload", workload_in), ("plan", plan_in)):
+        _check_types(section, table, "")
 
     classes = workload_in.pop("classes", None)
     if "format" in workload_in:
@@ -255,6 +341,44 @@ def resolve_pipeline(from_file: dict[str, Any], given: dict[str, Any]) -> Pipeli
 
     check_refs(pipeline)
     return pipeline
+# Workload fields that do not change what a trial measures: a resume may change them without
+# splitting the study (e.g. --skip-bad-samples after a run stopped on a bad label).
+NOT_IDENTITY = {"workload": frozenset({"skip_bad_samples"})}
+
+
+def foreign_study_problems(study: Any) -> list[str]:
+    """What an Optuna study lacks to be one loadersearch created (empty when it is one): its
+    spec (workload, plan, space), a maximised objective, parameters among the five knobs."""
+    import optuna
+
+    problems = []
+    spec = study.user_attrs.get("spec")
+    if not isinstance(spec, dict):
+        problems.append("no loadersearch spec (user attribute 'spec': workload, plan, space)")
+    else:
+        absent = [part for part in ("workload", "plan", "space") if part not in spec]
+        if absent:
+            problems.append(f"an incomplete spec (no {', '.join(absent)})")
+    if list(study.directions) != [optuna.study.StudyDirection.MAXIMIZE]:
+        directions = ", ".join(d.name.lower() for d in study.directions)
+        problems.append(f"it {directions}s its objective (loadersearch maximises images/s)")
+    params = set().union(*(t.params for t in study.get_trials(deepcopy=False)))
+    other = sorted(params - set(KNOBS))
+    if other:
+        problems.append(f"parameters that are not DataLoader knobs ({', '.join(other[:5])})")
+    return problems
+
+
+def require_loadersearch_study(study: Any, url: str) -> None:
+    """Refuse (:class:`SpecError`) a study loadersearch did not create, naming what it lacks:
+    an answer read from another tool's study would be invented."""
+    problems = foreign_study_problems(study)
+    if problems:
+        raise SpecError(
+            f"study {study.study_name!r} in {url} was not created by loadersearch: "
+            f"{'; '.join(problems)}. loadersearch reads only its own studies; name one with "
+            "--study (optuna-dashboard shows any study)."
+        )
 
 
 def uses_cuda(workload: WorkloadSpec, hardware: Hardware) -> bool:

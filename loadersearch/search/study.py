@@ -1,6 +1,11 @@
-"""A study from start to answer: open or create it, probe the batch bound, enqueue the
-baselines, run the trials with ``study.optimize`` (heartbeats only work there; through
-:func:`loadersearch.search.budget.optimize_to_total`), confirm.
+"""A study from start to answer: check the dataset, open or create the study, probe the batch
+bound, enqueue the baselines, run the trials with ``study.optimize`` (heartbeats only work
+there; through :func:`loadersearch.search.budget.optimize_to_total`), confirm.
+
+The set-up (create, attributes, probe, baselines) runs under the study's set-up lock
+(:func:`loadersearch.storage.study_lock`), one process at a time, each step checking what is
+already there: several runs may start one study at once, and a set-up cut short is completed
+by the next run.
 
 :func:`run_study` is the one entry point; ``loadersearch run`` calls it with ``create=True``,
 a worker joining an existing study calls it with ``create=False`` and the settings
@@ -10,7 +15,7 @@ and machine (COMPLETE and PRUNED trials in the storage).
 Study user attributes (what a resume or a worker needs, and what the report shows):
 ``spec`` (workload, plan, space), ``trials`` (the total), ``workload_description``,
 ``hardware`` (creator's fingerprint), ``vram_cap``, ``pruner``, ``probe``, ``baselines``,
-``confirmation``, ``emulated``.
+``confirmation``, ``emulated``, ``skipped_samples`` (what ``--skip-bad-samples`` left out).
 """
 
 from __future__ import annotations
@@ -24,7 +29,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from loadersearch.config import PRUNERS
-from loadersearch.errors import StudyError
+from loadersearch.errors import NothingFeasibleError, StudyError
+from loadersearch.measure.result import (
+    HOST_OOM,
+    INVALID_CONFIG,
+    KILLED,
+    TIMEOUT,
+    VRAM_CAP,
+    WORKER_KILLED,
+)
 from loadersearch.search.baselines import baselines as baseline_rules
 from loadersearch.search.batchprobe import ProbeResult, probe_max_batch
 from loadersearch.search.confirm import confirm_study, confirmation_is_current
@@ -37,7 +50,14 @@ from loadersearch.search.objective import (
     default_measure,
 )
 from loadersearch.search.progress import Progress
-from loadersearch.search.settings import StudySettings, resolved_workload, uses_cuda
+from loadersearch.search.settings import (
+    NOT_IDENTITY,
+    StudySettings,
+    foreign_study_problems,
+    require_loadersearch_study,
+    resolved_workload,
+    uses_cuda,
+)
 from loadersearch.search.space import SearchSpace, SpaceError
 
 if TYPE_CHECKING:
@@ -165,28 +185,34 @@ def open_study(
     hardware: Hardware,
     *,
     create: bool,
+    storage: optuna.storages.BaseStorage | None = None,
 ) -> tuple[optuna.Study, bool]:
     """Create the study (or load it to resume); returns ``(study, resumed)``. A stored spec
-    that differs from ``settings`` is refused: one study, one workload and space."""
+    that differs from ``settings`` is refused: one study, one workload and space. Call it
+    under :func:`loadersearch.storage.study_lock` when other processes may start the same
+    study (:func:`run_study` does)."""
     import optuna
 
     from loadersearch.storage import open_storage, redact_url, resolve_storage_url
 
     url = resolve_storage_url(settings.storage)
-    name = settings.study_name or default_study_name(settings.workload, hardware)
-    storage = open_storage(url)
+    name = study_name_of(settings, hardware)
+    storage = storage or open_storage(url)
     storage_notes = list(getattr(storage, "warnings", []) or [])
     pruner = make_pruner(settings.pruner, settings.plan.n_windows)
     sampler = make_sampler(settings.seed)
     existing = {s.study_name for s in storage.get_all_studies()}
     if name in existing:
         study = optuna.load_study(study_name=name, storage=storage, sampler=sampler, pruner=pruner)
+        study.storage_notes = storage_notes  # type: ignore[attr-defined]
+        if create and _empty_shell(study):  # its creator stopped before writing anything
+            _initialise(study, settings, hardware)
+            return study, False
         if create:
             _check_same_spec(study, settings, redact_url(url))
             if study.metric_names is None:  # a study created before loadersearch named it
                 _name_metric(study)
         _check_hardware(study, hardware, settings.allow_mixed_hardware)
-        study.storage_notes = storage_notes  # type: ignore[attr-defined]
         return study, True
     if not create:
         raise StudyError(
@@ -201,7 +227,31 @@ def open_study(
         direction="maximize",
         load_if_exists=True,
     )
-    _name_metric(study)
+    study.storage_notes = storage_notes  # type: ignore[attr-defined]
+    _initialise(study, settings, hardware)
+    return study, False
+
+
+def study_name_of(settings: StudySettings, hardware: Hardware) -> str:
+    return settings.study_name or default_study_name(settings.workload, hardware)
+
+
+def _empty_shell(study: optuna.Study) -> bool:
+    """A study with nothing in it (no attribute, no trial), created to maximise: what a run
+    killed between creating its study and writing the spec leaves. Not another tool's data,
+    so completing it touches nothing that is not ours."""
+    import optuna
+
+    return (
+        not study.user_attrs
+        and not study.get_trials(deepcopy=False)
+        and list(study.directions) == [optuna.study.StudyDirection.MAXIMIZE]
+    )
+
+
+def _initialise(study: optuna.Study, settings: StudySettings, hardware: Hardware) -> None:
+    """Write a new study's attributes, the spec first (it marks the study as ours), and name
+    its metric."""
     attrs = {
         "spec": settings.spec_dict(),
         "workload_description": describe_workload(settings, hardware),
@@ -217,8 +267,7 @@ def open_study(
     }
     for key, value in attrs.items():
         study.set_user_attr(key, value)
-    study.storage_notes = storage_notes  # type: ignore[attr-defined]
-    return study, False
+    _name_metric(study)
 
 
 def _name_metric(study: optuna.Study) -> None:
@@ -231,26 +280,32 @@ def _name_metric(study: optuna.Study) -> None:
 
 
 def _check_same_spec(study: optuna.Study, settings: StudySettings, url: str) -> None:
-    stored = study.user_attrs.get("spec")
-    if stored is None:
-        raise StudyError(
-            f"study {study.study_name!r} in {url} was not created by loadersearch run; "
-            "choose another name with --study."
-        )
+    """Refuse a study that is not ours, or ours with another spec (options that do not change
+    what is measured, :data:`NOT_IDENTITY`, may differ: the run's values are stored)."""
+    require_loadersearch_study(study, url)
+    stored = study.user_attrs["spec"]
     wanted = settings.spec_dict()
     stored = _with_defaults(stored)
-    diffs = [
-        f"{part}.{key}: stored {stored[part].get(key)!r}, now {wanted[part].get(key)!r}"
-        for part in ("workload", "plan", "space")
-        for key in sorted(set(stored.get(part, {})) | set(wanted[part]))
-        if _norm(stored.get(part, {}).get(key)) != _norm(wanted[part].get(key))
-    ]
+    diffs = []
+    changed = False
+    for part in ("workload", "plan", "space"):
+        for key in sorted(set(stored.get(part, {})) | set(wanted[part])):
+            old, new = stored.get(part, {}).get(key), wanted[part].get(key)
+            if _norm(old) == _norm(new):
+                continue
+            if key in NOT_IDENTITY.get(part, ()):
+                stored[part][key] = new
+                changed = True
+            else:
+                diffs.append(f"{part}.{key}: stored {old!r}, now {new!r}")
     if diffs:
         raise StudyError(
             f"study {study.study_name!r} already exists with a different spec ({'; '.join(diffs)}"
             "); results would be mixed. Use the same options to resume it, or name a new study "
             "with --study NAME."
         )
+    if changed:  # workers joining later follow this run's choice
+        study.set_user_attr("spec", stored)
 
 
 def _with_defaults(stored: dict[str, Any]) -> dict[str, Any]:
@@ -289,9 +344,13 @@ def settings_from_study(study: optuna.Study, **changes: Any) -> StudySettings:
     """Rebuild the settings stored in a study (for a worker joining it)."""
     from loadersearch.config import MeasurePlan, WorkloadSpec
 
-    spec = study.user_attrs.get("spec")
-    if not spec:
-        raise StudyError(f"study {study.study_name!r} has no loadersearch spec to join.")
+    problems = foreign_study_problems(study)
+    if problems:
+        raise StudyError(
+            f"study {study.study_name!r} was not created by loadersearch ({'; '.join(problems)})"
+            "; a worker joins only a study `loadersearch run` created."
+        )
+    spec = study.user_attrs["spec"]
     base = StudySettings(
         workload=WorkloadSpec.from_dict(spec["workload"]),
         plan=MeasurePlan.from_dict(spec["plan"]),
@@ -311,8 +370,10 @@ def ensure_probe(
     *,
     measure_fn: MeasureFn,
     progress: Progress,
+    store: bool = True,
 ) -> ProbeResult:
-    """The stored probe result, or a new probe (stored) when the study has none."""
+    """The stored probe result, or a new probe (stored when ``store``: a worker changes
+    nothing in the study) when the study has none."""
     stored = study.user_attrs.get("probe")
     if stored:
         return ProbeResult.from_dict(stored)
@@ -329,7 +390,8 @@ def ensure_probe(
         probe = ProbeResult(max_batch=None, skipped="no VRAM cap set for the emulated device")
     else:
         probe = ProbeResult(max_batch=None, skipped="no VRAM cap applies on a CPU")
-    study.set_user_attr("probe", probe.to_dict())
+    if store:
+        study.set_user_attr("probe", probe.to_dict())
     return probe
 
 
@@ -345,16 +407,62 @@ def bounded_space(space: SearchSpace, probe: ProbeResult) -> SearchSpace:
 def enqueue_baselines(
     study: optuna.Study, space: SearchSpace, hardware: Hardware, *, gpu: bool
 ) -> list[dict[str, Any]]:
-    """Enqueue the baselines once per study (resume-safe: the study remembers it did)."""
+    """Enqueue the baselines once per study (resume-safe: the study remembers it did). Call
+    it under the study's set-up lock: the check and the enqueueing are then one step."""
     stored = study.user_attrs.get("baselines")
     if stored is not None:
         return stored
     rules = baseline_rules(space, hardware, gpu=gpu)
+    # A set-up cut short after some of them were queued: queue only the missing ones.
+    queued = {t.user_attrs.get("baseline") for t in study.get_trials(deepcopy=False)}
     for b in rules:
-        study.enqueue_trial(space.params_of(b.config), user_attrs={"baseline": b.name})
+        if b.name not in queued:
+            study.enqueue_trial(space.params_of(b.config), user_attrs={"baseline": b.name})
     stored = [{"name": b.name, "rule": b.rule, "config": b.config.to_dict()} for b in rules]
     study.set_user_attr("baselines", stored)
     return stored
+
+
+# What to do when every trial was infeasible for one reason.
+_RAM_ADVICE = (
+    "the host ran out of RAM: allow fewer workers (--space num_workers=0:N) or smaller "
+    "batches, or free memory"
+)
+_INFEASIBLE_ADVICE = {
+    VRAM_CAP: "raise --vram-cap, or allow smaller batches (--space batch_size=LOW:HIGH)",
+    HOST_OOM: _RAM_ADVICE,
+    KILLED: _RAM_ADVICE,
+    WORKER_KILLED: "enlarge /dev/shm (docker --shm-size 8g) or allow fewer workers and "
+    "smaller batches",
+    TIMEOUT: "raise --timeout, or look for a DataLoader worker that hangs (--debug)",
+    INVALID_CONFIG: "check --fix and --space",
+}
+
+
+def nothing_feasible(study: optuna.Study, settings: StudySettings) -> str | None:
+    """Why a study whose budget is spent has no answer, in one line (None when it has one):
+    every trial was infeasible here. Names the commonest reason, an example and the fix."""
+    from collections import Counter
+
+    from optuna.trial import TrialState
+
+    trials = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED))
+    if len(trials) < settings.trials or any(
+        t.state == TrialState.PRUNED or t.user_attrs.get("feasible", True) for t in trials
+    ):
+        return None
+    reasons = Counter(str(t.user_attrs.get("infeasible_reason")) for t in trials)
+    reason, count = reasons.most_common(1)[0]
+    example = next(t for t in trials if str(t.user_attrs.get("infeasible_reason")) == reason)
+    message = str(example.user_attrs.get("message") or reason).rstrip(". ")
+    advice = _INFEASIBLE_ADVICE.get(reason)
+    return (
+        f"every configuration of study {study.study_name!r} was infeasible here ({count} of "
+        f"{len(trials)} trials: {reason}), so there is no answer; e.g. trial {example.number} "
+        f"({example.user_attrs.get('config', '')}): {message}"
+        + (f". To find one, {advice}" if advice else "")
+        + ". The trials are in the study (loadersearch report)."
+    )
 
 
 def finished_trials(study: optuna.Study) -> int:
@@ -387,35 +495,57 @@ def run_study(
 
     from loadersearch.hardware import fingerprint
     from loadersearch.search.budget import optimize_to_total
+    from loadersearch.storage import open_storage, resolve_storage_url, study_lock
+    from loadersearch.workload import check_data
 
     hardware = hardware or fingerprint()
     measure_fn = measure_fn or default_measure()
     progress = progress or Progress()
     optuna.logging.set_verbosity(optuna.logging.WARNING)
 
-    study, resumed = open_study(settings, hardware, create=create)
-    for note in getattr(study, "storage_notes", []):
-        progress.notice(note)
-    gpu = uses_cuda(settings.workload, hardware)
-    if settings.workload.kind == "train" and not gpu:
-        progress.notice(CPU_NOTICE if settings.workload.pipeline is None else PIPELINE_CPU_NOTICE)
-    if settings.workload.emulated:
-        progress.notice("EMULATED accelerator: results describe a stand-in device, not a GPU.")
-    before = finished_trials(study)
-    progress.study_ready(study, resumed=resumed, finished=before, target=settings.trials)
+    # The whole dataset is checked before a study or a trial exists for it: a bad dataset
+    # stops here, creating nothing.
+    data = check_data(settings.workload)
+    if data.describe():
+        progress.notice(data.describe())
+    name = study_name_of(settings, hardware)
+    storage = open_storage(resolve_storage_url(settings.storage))
 
-    if create and study.user_attrs.get("trials") != settings.trials:
-        study.set_user_attr("trials", settings.trials)  # the total workers aim at
-    # The child measures on the device this study resolved to (never its own guess).
-    measured = dataclasses.replace(
-        settings, workload=resolved_workload(settings.workload, hardware)
-    )
-    probe = ensure_probe(study, measured, hardware, measure_fn=measure_fn, progress=progress)
-    space = bounded_space(settings.space, probe)
-    if settings.baselines:
-        enqueue_baselines(study, space, hardware, gpu=gpu)
-    elif create and "baselines" not in study.user_attrs:
-        study.set_user_attr("baselines", [])  # the creator chose none: workers add none
+    def waiting() -> None:
+        progress.notice(f"Another process is setting up study {name!r}; waiting for it.")
+
+    # Runs that start one study at once: the first sets it up, the others wait and join it.
+    with study_lock(storage, name, waiting):
+        study, resumed = open_study(settings, hardware, create=create, storage=storage)
+        for note in getattr(study, "storage_notes", []):
+            progress.notice(note)
+        gpu = uses_cuda(settings.workload, hardware)
+        if settings.workload.kind == "train" and not gpu:
+            pipeline = settings.workload.pipeline is not None
+            progress.notice(PIPELINE_CPU_NOTICE if pipeline else CPU_NOTICE)
+        if settings.workload.emulated:
+            progress.notice(
+                "EMULATED accelerator: results describe a stand-in device, not a GPU."
+            )
+        before = finished_trials(study)
+        progress.study_ready(study, resumed=resumed, finished=before, target=settings.trials)
+
+        if create and study.user_attrs.get("trials") != settings.trials:
+            study.set_user_attr("trials", settings.trials)  # the total workers aim at
+        if create and settings.workload.skip_bad_samples:
+            study.set_user_attr("skipped_samples", data.to_dict())
+        # The child measures on the device this study resolved to (never its own guess).
+        measured = dataclasses.replace(
+            settings, workload=resolved_workload(settings.workload, hardware)
+        )
+        probe = ensure_probe(
+            study, measured, hardware, measure_fn=measure_fn, progress=progress, store=create
+        )
+        space = bounded_space(settings.space, probe)
+        if settings.baselines:
+            enqueue_baselines(study, space, hardware, gpu=gpu)
+        elif create and "baselines" not in study.user_attrs:
+            study.set_user_attr("baselines", [])  # the creator chose none: workers add none
 
     objective = Objective(
         space,
@@ -439,6 +569,9 @@ def run_study(
             callbacks=[*callbacks, report_end],
         )
     ran = finished_trials(study) - before
+    nothing = nothing_feasible(study, settings)
+    if nothing:
+        raise NothingFeasibleError(nothing)
 
     confirmation = study.user_attrs.get("confirmation")
     if confirm and settings.confirm_rounds > 0:
@@ -470,7 +603,7 @@ def join_study(
 
     from loadersearch.hardware import host_name
     from loadersearch.storage import (
-        open_storage,
+        open_existing_storage,
         redact_url,
         resolve_storage_url,
         storage_warnings,
@@ -478,7 +611,7 @@ def join_study(
     )
 
     url = resolve_storage_url(storage)
-    rdb = open_storage(url, heartbeat=False)
+    rdb = open_existing_storage(url)  # read-only: a wrong --storage creates nothing
     studies = {s.study_name: s._study_id for s in rdb.get_all_studies()}
     if study_name not in studies:
         names = sorted(studies)

@@ -13,7 +13,13 @@ MySQL/MariaDB (``mysql+pymysql://``) are for several machines sharing one study.
   transaction, so a failed call leaves nothing half-written (:mod:`._retrying`);
 - never shows a password: errors and logs carry :func:`redact_url`'s form of the URL
   (:mod:`._url`);
-- on a local SQLite file, runs in WAL mode, and warns where SQLite is unsafe (:mod:`._sqlite`).
+- on a local SQLite file, runs in WAL mode, and warns where SQLite is unsafe (:mod:`._sqlite`);
+- names a full disk (file system, free space, what to do) and waits for space within the
+  retry period, so the measurement in hand is kept if space is freed (:mod:`._disk`).
+
+:func:`open_existing_storage` opens storage read-only (``report``, ``best``, ``dashboard``) and
+refuses a database without Optuna's tables unchanged. :func:`study_lock` serialises the set-up
+of one study among processes (:mod:`._lock`).
 
 Environment settings (heartbeat timing, retry and connect timeouts) are in :mod:`._settings`;
 where a study's artifacts (trial pictures) live, in :mod:`._artifacts`.
@@ -22,6 +28,7 @@ where a study's artifacts (trial pictures) live, in :mod:`._artifacts`.
 from __future__ import annotations
 
 from loadersearch.storage._artifacts import ARTIFACTS_ENV, artifact_dir, open_artifact_store
+from loadersearch.storage._lock import study_lock
 from loadersearch.storage._open import open_existing_storage, open_storage, study_hosts
 from loadersearch.storage._settings import heartbeat_settings
 from loadersearch.storage._sqlite import (
@@ -48,4 +55,5 @@ __all__ = [
     "sqlite_path",
     "storage_warnings",
     "study_hosts",
+    "study_lock",
 ]

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import os
+import time
 from typing import TYPE_CHECKING, Any
 
 from loadersearch.errors import StorageError, StudyError
+from loadersearch.storage._disk import check_free_space, disk_full_error
+from loadersearch.storage._lock import file_lock, sqlite_lock_path
 from loadersearch.storage._retrying import retrying_storage_class
 from loadersearch.storage._settings import (
     DEFAULT_RETRY_SECONDS,
@@ -13,8 +16,14 @@ from loadersearch.storage._settings import (
     engine_kwargs,
     float_env,
     heartbeat_settings,
+    readonly_engine_kwargs,
 )
-from loadersearch.storage._sqlite import sqlite_path, storage_warnings, use_sqlite_wal
+from loadersearch.storage._sqlite import (
+    sqlite_path,
+    sqlite_readonly_connect,
+    storage_warnings,
+    use_sqlite_wal,
+)
 from loadersearch.storage._url import (
     first_line,
     redact_url,
@@ -44,7 +53,9 @@ def open_storage(
     ``$LOADERSEARCH_DB_RETRY_SECONDS`` or 120). The returned storage has a ``warnings`` list
     (see :func:`storage_warnings`) for the CLI to show. Raises :class:`StorageError` with the
     redacted URL and the fix when the storage cannot be opened; opening is not retried, so a
-    wrong URL fails fast.
+    wrong URL fails fast. A SQLite file is created under a lock beside it (two processes
+    creating Optuna's tables at once collide), and refused when its file system has too
+    little free space for SQLite's write-ahead log.
     """
     import optuna
     from optuna.storages import RetryHeartbeatStaleTrialCallback
@@ -61,37 +72,29 @@ def open_storage(
                     f"cannot create the directory {directory!r} for the study database "
                     f"{url}: {e.strerror}. Choose another --storage path."
                 ) from e
+        check_free_space(path)
     import warnings
 
     kwargs: dict[str, Any] = {"engine_kwargs": engine_kwargs(url)}
     default_interval, default_grace = heartbeat_settings()
-    try:
-        with warnings.catch_warnings():
-            # Heartbeats and the retry callback are marked experimental in Optuna; we rely on
-            # them deliberately, so the warning would only confuse users.
-            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            if heartbeat:
-                kwargs.update(
-                    heartbeat_interval=heartbeat_interval or default_interval,
-                    grace_period=grace_period or default_grace,
-                    heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback(max_retry=3),
-                )
-            storage = retrying_storage_class()(url, **kwargs)
-    except ImportError as e:
-        raise StorageError(
-            f"the database driver for {redact_url(url)} is not installed ({first_line(e)}). "
-            "loadersearch installs psycopg (postgresql+psycopg://) and PyMySQL "
-            "(mysql+pymysql://); use one of those URL schemes or install your driver."
-        ) from e
-    except Exception as e:
-        raise StorageError(
-            scrub(
-                f"cannot open the study storage {redact_url(url)}: {first_line(e)}. Check "
-                "that the server is running and the URL is right (--storage or "
-                "$LOADERSEARCH_STORAGE).",
-                url,
+    with warnings.catch_warnings():
+        # Heartbeats and the retry callback are marked experimental in Optuna; we rely on
+        # them deliberately, so the warning would only confuse users.
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        if heartbeat:
+            kwargs.update(
+                heartbeat_interval=heartbeat_interval or default_interval,
+                grace_period=grace_period or default_grace,
+                heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback(max_retry=3),
             )
-        ) from safe_cause(url, e)
+        if path is not None and (not os.path.exists(path) or os.path.getsize(path) == 0):
+            # A new file: the processes creating Optuna's tables in it take turns. (An
+            # existing file is opened without it: a run setting up a study holds this lock
+            # for as long as that takes; a late schema race is retried in _construct.)
+            with file_lock(sqlite_lock_path(path)):
+                storage = _construct(url, kwargs)
+        else:
+            storage = _construct(url, kwargs)
     storage.retry_seconds = (
         float_env(RETRY_ENV, DEFAULT_RETRY_SECONDS) if retry_seconds is None else retry_seconds
     )
@@ -101,18 +104,106 @@ def open_storage(
     return storage
 
 
-def open_existing_storage(url: str | None = None) -> optuna.storages.RDBStorage:
-    """Open a storage that must already hold studies (for ``report``, ``best``, ``dashboard``):
-    a SQLite URL whose file does not exist is refused instead of creating an empty database."""
+SCHEMA_RACE_TRIES = 5  # another process creating the same tables at once: try again
 
+
+def _construct(url: str, kwargs: dict[str, Any]) -> optuna.storages.RDBStorage:
+    """The storage object, with errors turned into one :class:`StorageError` line."""
+    for attempt in range(1, SCHEMA_RACE_TRIES + 1):
+        try:
+            return retrying_storage_class()(url, **kwargs)
+        except ImportError as e:
+            raise StorageError(
+                f"the database driver for {redact_url(url)} is not installed ({first_line(e)})"
+                ". loadersearch installs psycopg (postgresql+psycopg://) and PyMySQL "
+                "(mysql+pymysql://); use one of those URL schemes or install your driver."
+            ) from e
+        except Exception as e:
+            if attempt < SCHEMA_RACE_TRIES and _schema_race(e):
+                time.sleep(0.1 * attempt)  # let the other process finish its tables
+                continue
+            raise _open_error(url, e) from safe_cause(url, e)
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _schema_race(e: BaseException) -> bool:
+    """Whether ``e`` says another process created Optuna's tables (or their version row)
+    while this one did: then the tables are there and opening again succeeds."""
+    import sqlalchemy.exc as sa_exc
+
+    text = str(e).lower()
+    return isinstance(e, sa_exc.IntegrityError) or (
+        isinstance(e, sa_exc.DBAPIError) and ("already exists" in text or "duplicate" in text)
+    )
+
+
+def _open_error(url: str, e: BaseException) -> StorageError:
+    path = sqlite_path(url)
+    disk_full = disk_full_error(e, path)
+    if disk_full is not None:
+        return disk_full
+    if path is not None:  # a file, not a server: say what to check about a file
+        advice = (
+            f"Check that {path} is a SQLite database loadersearch or Optuna wrote and that "
+            "it and its directory are readable and writable, or choose another --storage."
+        )
+    else:
+        advice = (
+            "Check that the server is running and the URL is right (--storage or "
+            "$LOADERSEARCH_STORAGE)."
+        )
+    return StorageError(
+        scrub(f"cannot open the study storage {redact_url(url)}: {first_line(e)}. {advice}", url)
+    )
+
+
+# Optuna's tables: a database without them holds no study, and is refused unchanged.
+OPTUNA_TABLES = frozenset({"studies", "trials", "version_info"})
+
+
+def open_existing_storage(url: str | None = None) -> optuna.storages.RDBStorage:
+    """Open a storage that must already hold studies, read-only where the backend allows it
+    (for ``report``, ``best``, ``dashboard``): nothing is created, no table, no file, no
+    journal mode change. A SQLite file is opened with SQLite's ``mode=ro`` (``immutable`` on
+    read-only media), a PostgreSQL or MySQL session is a read-only one. A SQLite file that
+    does not exist, or a database without Optuna's tables, is refused with
+    :class:`StudyError` and left as it was."""
     url = resolve_storage_url(url)
     path = sqlite_path(url)
-    if path is not None and not os.path.exists(path):
+    if path is not None and not os.path.isfile(path):
         raise StudyError(
             f"no study database at {redact_url(url)}; run `loadersearch run` first or pass "
             "--storage."
         )
-    return open_storage(url, heartbeat=False)
+    kwargs = readonly_engine_kwargs(url)
+    _require_optuna_schema(url, kwargs)
+    storage = _construct(url, {"engine_kwargs": kwargs, "skip_table_creation": True})
+    storage.retry_seconds = float_env(RETRY_ENV, DEFAULT_RETRY_SECONDS)
+    storage.warnings = []
+    return storage
+
+
+def _require_optuna_schema(url: str, kwargs: dict[str, Any]) -> None:
+    """Refuse, without writing anything, a database that holds no Optuna study tables."""
+    import sqlalchemy
+
+    path = sqlite_path(url)
+    if path is not None:  # immutable: this look creates nothing beside the file either
+        kwargs = {**kwargs, "creator": sqlite_readonly_connect(path, immutable=True)}
+    try:
+        engine = sqlalchemy.create_engine(url, **kwargs)
+        try:
+            tables = set(sqlalchemy.inspect(engine).get_table_names())
+        finally:
+            engine.dispose()
+    except Exception as e:
+        raise _open_error(url, e) from safe_cause(url, e)
+    if not OPTUNA_TABLES <= tables:
+        found = ", ".join(sorted(tables)[:8]) or "none"
+        raise StudyError(
+            f"{redact_url(url)} holds no Optuna study (tables found: {found}); it was left "
+            "unchanged. Check --storage (or $LOADERSEARCH_STORAGE)."
+        )
 
 
 def study_hosts(storage: optuna.storages.BaseStorage, study_id: int) -> list[str]:

@@ -8,7 +8,8 @@ import random
 import time
 from typing import Any
 
-from loadersearch.errors import StorageError
+from loadersearch.errors import DiskFullError, StorageError
+from loadersearch.storage._disk import is_disk_full
 from loadersearch.storage._settings import DEFAULT_RETRY_SECONDS, RETRY_ENV
 from loadersearch.storage._url import first_line, redact_url, safe_cause, scrub
 
@@ -40,6 +41,30 @@ def is_transient(exc: BaseException) -> bool:
     return False
 
 
+def _disk_full(url: str, e: BaseException) -> StorageError:
+    from loadersearch.storage._disk import full_message
+    from loadersearch.storage._sqlite import sqlite_path
+
+    path = sqlite_path(url)
+    if path is not None:
+        return DiskFullError(full_message(path))
+    return DiskFullError(
+        scrub(
+            f"the database server of {redact_url(url)} reports a full disk ({first_line(e)}). "
+            "Free space on the server, then run the same command again to resume.",
+            url,
+        )
+    )
+
+
+def _where_full(url: str, e: BaseException) -> str:
+    from loadersearch.storage._disk import describe_space
+    from loadersearch.storage._sqlite import sqlite_path
+
+    path = sqlite_path(url)
+    return f"{path} on {describe_space(path)}" if path else scrub(first_line(e), url)
+
+
 def _make_retrying_storage_class() -> type:
     """Build the RDBStorage subclass lazily, so that importing this module stays cheap."""
     import optuna
@@ -54,17 +79,24 @@ def _make_retrying_storage_class() -> type:
 
         retry_seconds: float = DEFAULT_RETRY_SECONDS
         warnings: list[str]
+        _full_logged = False  # the full-disk wait was announced (reset by a call that works)
 
         def _retrying(self, name: str, call, *args: Any, **kwargs: Any) -> Any:
             deadline = time.monotonic() + self.retry_seconds
             delay = 0.25
             attempt = 0
+            full = False
             while True:
                 attempt += 1
                 try:
-                    return call(*args, **kwargs)
+                    result = call(*args, **kwargs)
+                    self._full_logged = False
+                    return result
                 except Exception as e:
-                    if not is_transient(e):
+                    # A full disk is often freed by someone (logs rotate, a job ends): wait
+                    # for it like for a server, so the measurement in hand is not lost.
+                    full = is_disk_full(e)
+                    if not full and not is_transient(e):
                         raise
                     last = e
                 # Drop this thread's session (its connection is dead) before trying again.
@@ -73,6 +105,20 @@ def _make_retrying_storage_class() -> type:
                 except Exception:  # the session is unusable anyway
                     pass
                 left = deadline - time.monotonic()
+                if full and left <= 0:
+                    raise _disk_full(self.url, last) from None
+                if full and not self._full_logged:  # once, not once per thread or call
+                    self._full_logged = True
+                    _logger.warning(
+                        "The disk holding the study database is full (%s); waiting up to %g s "
+                        "for space: free some to keep the measurement in hand.",
+                        _where_full(self.url, last),
+                        self.retry_seconds,
+                    )
+                if full:
+                    time.sleep(min(delay * (0.5 + random.random()), max(left, 0)))
+                    delay = min(delay * 2, 5.0)
+                    continue
                 if left <= 0:
                     raise StorageError(
                         scrub(
@@ -133,6 +179,16 @@ def _make_retrying_storage_class() -> type:
 
             return self._retrying("set_trial_state_values", call)
 
+        def record_heartbeat(self, trial_id):  # type: ignore[override]
+            # Runs in Optuna's heartbeat thread, where an exception would print a traceback and
+            # end the heartbeats of a live trial: a missed beat is logged, the next one tried.
+            try:
+                return self._retrying("record_heartbeat", RDBStorage.record_heartbeat, self,
+                                      trial_id)  # fmt: skip
+            except StorageError as e:  # the trial's own writes report the same problem
+                _logger.debug("could not record the trial's heartbeat: %s", e)
+                return None
+
     # --- calls that are safe to repeat (reads, upserts, single transactions) ----------------
     def _wrap(name: str):
         original = getattr(RDBStorage, name)
@@ -167,7 +223,6 @@ def _make_retrying_storage_class() -> type:
         "_get_trials",
         "get_best_trial",
         "_get_best_trial_id",
-        "record_heartbeat",
         "_get_stale_trial_ids",
     ):
         setattr(RetryingRDBStorage, _name, _wrap(_name))

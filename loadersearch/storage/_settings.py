@@ -56,3 +56,21 @@ def engine_kwargs(url: str) -> dict[str, Any]:
     if url.startswith(("postgresql", "postgres", "mysql", "mariadb")):
         kwargs["connect_args"] = {"connect_timeout": timeout}
     return kwargs
+
+
+def readonly_engine_kwargs(url: str) -> dict[str, Any]:
+    """Engine arguments that open ``url`` read-only: SQLite's ``mode=ro`` (see
+    :func:`~loadersearch.storage._sqlite.sqlite_readonly_connect`), or a server session whose
+    transactions are read-only, so that a command that only reads cannot write by accident."""
+    from loadersearch.storage._sqlite import sqlite_path, sqlite_readonly_connect
+
+    kwargs = engine_kwargs(url)
+    path = sqlite_path(url)
+    if path is not None:
+        return {"creator": sqlite_readonly_connect(path)}
+    args = dict(kwargs.get("connect_args", {}))
+    if url.startswith(("postgresql", "postgres")):
+        args["options"] = "-c default_transaction_read_only=on"
+    elif url.startswith(("mysql", "mariadb")):
+        args["init_command"] = "SET SESSION TRANSACTION READ ONLY"
+    return {**kwargs, "connect_args": args}

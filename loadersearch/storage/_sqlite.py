@@ -55,6 +55,38 @@ def sqlite_path(url: str) -> str | None:
     return path
 
 
+def read_only_filesystem(path: str) -> bool:
+    """Whether the file system holding ``path`` is mounted read-only."""
+    try:
+        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
+
+
+def sqlite_readonly_connect(path: str, *, immutable: bool | None = None) -> Any:
+    """A ``creator`` for SQLAlchemy that opens the SQLite file ``path`` read-only (``mode=ro``):
+    SQLite then writes nothing to it and never changes its journal mode. On read-only media
+    a WAL-mode file cannot get its shared-memory file, so it is opened ``immutable`` (no
+    locks, no -shm), unless a -wal file with content and its -shm are there to be read.
+    ``immutable=True`` forces that (a look that must create nothing beside the file)."""
+    import sqlite3
+    from urllib.parse import quote
+
+    from loadersearch.storage._settings import SQLITE_BUSY_TIMEOUT
+
+    absolute = os.path.abspath(path)
+    if immutable is None:
+        wal, shm = f"{absolute}-wal", f"{absolute}-shm"
+        live_wal = os.path.exists(shm) and os.path.isfile(wal) and os.path.getsize(wal) > 0
+        immutable = read_only_filesystem(os.path.dirname(absolute)) and not live_wal
+    uri = f"file:{quote(absolute)}?mode=ro" + ("&immutable=1" if immutable else "")
+
+    def connect() -> Any:
+        return sqlite3.connect(uri, uri=True, timeout=SQLITE_BUSY_TIMEOUT, check_same_thread=False)
+
+    return connect
+
+
 def filesystem_type(path: str, mounts: str = "/proc/mounts") -> str | None:
     """The type of the file system holding ``path`` (e.g. ``ext4``, ``nfs4``), read from
     ``mounts``; None when it cannot be told."""

@@ -231,6 +231,22 @@ def create_workload(spec: WorkloadSpec, batch_size: int | None = None) -> Worklo
     )
 
 
+def check_data(spec: WorkloadSpec) -> Any:
+    """Check the dataset ``spec`` measures, whole, before anything is measured (the built-in
+    dataset is generated first when missing): a
+    :class:`~loadersearch.workload.datasets.DatasetCheck`, or
+    :class:`~loadersearch.errors.DatasetError` naming the first problem. Does not import
+    torch."""
+    from loadersearch.workload.datasets import check_dataset
+
+    return check_dataset(
+        spec.data if spec.data is not None else _default_data(),
+        spec.data_format,
+        split=spec.data_split,
+        skip_bad_samples=spec.skip_bad_samples,
+    )
+
+
 def _default_data() -> str:
     from loadersearch.workload.synthetic import default_dataset
 

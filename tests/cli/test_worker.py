@@ -4,70 +4,31 @@ tiny dataset."""
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
-import sys
 import time
 
 import optuna
 import psutil
 import pytest
+from helpers.cliproc import FAST as CLI_FAST
+from helpers.cliproc import cli_env
+from helpers.cliproc import finish as _finish
+from helpers.cliproc import load as _study
+from helpers.cliproc import start_cli as _cli
+from helpers.cliproc import wait_for as _wait_for
 from optuna.trial import TrialState
 
 from loadersearch.storage import open_storage
 
-FAST = [
-    "--workload", "emulated", "--img-size", "64", "--epochs", "1", "--steps", "2",
-    "--windows-per-epoch", "1", "--warmup-epochs", "0", "--no-baselines", "--no-probe",
-    "--confirm-rounds", "0", "--emulated-ms", "1,0.1", "--quiet",
-]  # fmt: skip
+FAST = [*CLI_FAST, "--no-baselines"]
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
 
 
 @pytest.fixture
 def env(tmp_path):
     """Environment of the CLI processes: a private lock directory, fast heartbeats."""
-    base = {k: v for k, v in os.environ.items() if k != "LOADERSEARCH_STORAGE"}
-    return {
-        **base,
-        "LOADERSEARCH_LOCK_DIR": str(tmp_path / "locks"),
-        "LOADERSEARCH_HEARTBEAT": "1,3",
-        "LOADERSEARCH_DB_RETRY_SECONDS": "20",
-    }
-
-
-def _cli(args, env, host, **kwargs) -> subprocess.Popen:
-    return subprocess.Popen(
-        [sys.executable, "-m", "loadersearch", *args],
-        env={**env, "LOADERSEARCH_HOST": host},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-        **kwargs,
-    )
-
-
-def _finish(proc: subprocess.Popen, timeout: float = 240) -> tuple[int, str]:
-    out, err = proc.communicate(timeout=timeout)
-    return proc.returncode, out + err
-
-
-def _study(url, name) -> optuna.Study:
-    return optuna.load_study(study_name=name, storage=open_storage(url, heartbeat=False))
-
-
-def _wait_for(predicate, timeout: float = 120, what: str = "") -> None:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        try:
-            if predicate():
-                return
-        except KeyError:  # the study does not exist yet
-            pass
-        time.sleep(0.3)
-    raise AssertionError(f"timed out waiting for {what}")
+    return cli_env(tmp_path)
 
 
 def _create(url, name, data, env, trials: int, host: str = "node-a") -> None:

@@ -154,3 +154,36 @@ def test_exit_without_result_quotes_the_last_stderr_line():
     status, reason, message = classify_exit(1, "Traceback...\nImportError: no module named x\n")
     assert (status, reason) == (ERROR, CRASH)
     assert message.endswith("ImportError: no module named x")
+
+
+def test_a_measurement_stopped_from_outside_is_interrupted_not_a_failure():
+    from loadersearch.measure.result import INTERRUPTED
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        assert classify_exit(-sig, "")[0] == INTERRUPTED
+
+
+def test_process_limits_are_named_as_limits(monkeypatch):
+    import resource
+
+    from loadersearch import limits
+    from loadersearch.measure.result import RESOURCE_LIMIT
+
+    caps = {resource.RLIMIT_NOFILE: 16, resource.RLIMIT_AS: 1_500_000 * 1024}
+    monkeypatch.setattr(limits, "soft_limit", lambda which: caps.get(which))
+    fd = RuntimeError("Too many open files. Communication with the workers is no longer possible")
+    status, reason, message = classify_exception(fd)
+    assert (status, reason) == (INFEASIBLE, RESOURCE_LIMIT)  # more workers, more descriptors
+    assert "may open 16 (ulimit -n)" in message
+    status, reason, message = classify_exit(
+        1, "ImportError: /x/libtorch_cpu.so: failed to map segment from shared object"
+    )
+    assert (status, reason) == (ERROR, RESOURCE_LIMIT)  # every configuration fails alike
+    assert "PyTorch could not be loaded" in message and "ulimit -v 1500000 KiB" in message
+    status, reason, message = classify_exit(-signal.SIGABRT, "terminate called ... bad_alloc")
+    assert (status, reason) == (INFEASIBLE, RESOURCE_LIMIT) and "SIGABRT" in message
+    status, reason, _ = classify_exception(MemoryError())
+    assert reason == RESOURCE_LIMIT
+    monkeypatch.setattr(limits, "soft_limit", lambda which: None)  # no limit: host RAM
+    assert classify_exception(MemoryError())[1] == "host_oom"
+    assert classify_exit(-signal.SIGABRT, "")[1] == KILLED

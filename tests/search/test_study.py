@@ -118,10 +118,11 @@ def test_over_the_cap_trials_are_infeasible_not_failed(tiny_dataset: str, tmp_pa
          "--windows-per-epoch", "2", "--warmup-epochs", "0", "--trials", "4",
          "--confirm-rounds", "0", "--storage", storage, "--study", "cap", "--seed", "0"]
     )  # fmt: skip
-    assert result.exit_code == 0, result.output
     study = optuna.load_study(study_name="cap", storage=storage)
     infeasible = [t for t in study.trials if t.user_attrs.get("status") == "infeasible"]
     assert len(infeasible) >= 3  # the baselines run at batch 16
+    # With no feasible trial at all there is no answer: exit 3 (issue 10, fault 7).
+    assert result.exit_code == (3 if len(infeasible) == 4 else 0), result.output
     for t in infeasible:
         assert t.state == TrialState.COMPLETE and t.value == 0.0
         assert t.user_attrs["infeasible_reason"] == "vram_cap"

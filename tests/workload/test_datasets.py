@@ -403,3 +403,39 @@ def test_worker_init_fn_gives_each_worker_its_own_reproducible_numpy_stream():
     first = run()
     assert first == run()
     assert first[0] != first[1]  # samples 0 and 1 come from different workers
+
+
+# ---------------------------------------------------------------- the check before a run
+
+
+def test_the_check_before_a_run_opens_every_image_header_and_names_the_bad_one(
+    tiny_dataset, tmp_path
+):
+    root = _copy_yolo(tiny_dataset, tmp_path)
+    assert datasets.check_dataset(root).images == 6
+    bad = root / "images" / "000003.jpg"
+    bad.write_bytes(b"<html>not an image</html>")
+    with pytest.raises(DatasetError, match=r"000003.jpg: cannot decode image.*--skip-bad-samples"):
+        datasets.check_dataset(root)
+    check = datasets.check_dataset(root, skip_bad_samples=True)
+    assert (check.images, check.undecodable, check.left_out) == (6, 1, 0)
+    assert "1 not decodable" in check.describe() and "000003.jpg" in check.describe()
+
+
+def test_the_check_counts_what_skip_bad_samples_leaves_out(tiny_dataset, tmp_path):
+    root = _copy_yolo(tiny_dataset, tmp_path)
+    (root / "labels" / "000001.txt").write_text("0 0.5 0.5\n")
+    assert datasets.check_dataset(root, skip_bad_samples=True).to_dict()["left_out"] == 1
+    assert datasets.check_dataset(_copy_yolo(tiny_dataset, tmp_path / "b")).describe() is None
+
+
+def test_the_check_does_not_import_torch(tiny_dataset):
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from loadersearch.workload import check_data; "
+        "from loadersearch.config import WorkloadSpec; "
+        f"check_data(WorkloadSpec(data={tiny_dataset!r})); assert 'torch' not in sys.modules"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)

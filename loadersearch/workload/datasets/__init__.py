@@ -52,25 +52,37 @@ of objects, so DataLoader workers do not copy it on read (reference counts touch
 
 from __future__ import annotations
 
+from typing import Any
+
 from loadersearch.config import FORMATS
 from loadersearch.workload.datasets._common import IMAGE_EXTS
-from loadersearch.workload.datasets.dataset import (
-    DetectionDataset,
-    collate,
-    open_dataset,
-    worker_init_fn,
-)
 from loadersearch.workload.datasets.decode import SampleError, decode
 from loadersearch.workload.datasets.detect import detect_format
+from loadersearch.workload.datasets.index import DatasetCheck, check_dataset, read_index
+
+# These need torch: imported on first use, so that a run's parent process can check a dataset
+# (check_dataset) without importing torch.
+_TORCH_NAMES = ("DetectionDataset", "collate", "open_dataset", "worker_init_fn")
 
 __all__ = [
     "FORMATS",
     "IMAGE_EXTS",
+    "DatasetCheck",
     "DetectionDataset",
     "SampleError",
+    "check_dataset",
     "collate",
     "decode",
     "detect_format",
     "open_dataset",
+    "read_index",
     "worker_init_fn",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _TORCH_NAMES:
+        from loadersearch.workload.datasets import dataset
+
+        return getattr(dataset, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

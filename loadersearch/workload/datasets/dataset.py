@@ -5,26 +5,18 @@ from __future__ import annotations
 import logging
 import os
 import random
-from pathlib import Path
 
 import numpy as np
 import torch
 from PIL import Image
 from torch.utils.data import Dataset, default_collate, get_worker_info
 
-from loadersearch.config import FORMATS
 from loadersearch.errors import DatasetError
 from loadersearch.workload import augment as aug
-from loadersearch.workload.datasets._common import Problems
-from loadersearch.workload.datasets.coco import read_coco
 from loadersearch.workload.datasets.decode import SampleError, decode
-from loadersearch.workload.datasets.detect import detect_format
-from loadersearch.workload.datasets.voc import read_voc
-from loadersearch.workload.datasets.yolo import read_yolo
+from loadersearch.workload.datasets.index import read_index
 
 log = logging.getLogger(__name__)
-
-_READERS = {"yolo": read_yolo, "voc": read_voc, "coco": read_coco}
 
 class DetectionDataset(Dataset):
     """Images and boxes for detection training, ``(image, boxes)`` per sample.
@@ -167,45 +159,19 @@ def open_dataset(
     ``fmt`` is ``"yolo"``, ``"voc"``, ``"coco"`` or None to detect it. See the module
     docstring for the layouts and for what each kind of bad data gets.
     """
-    root = Path(root)
-    detected = detect_format(root) if fmt is None else None
-    if fmt is None:
-        fmt = detected
-    elif fmt not in FORMATS:
-        raise DatasetError(f"Unknown dataset format {fmt!r}; choose one of {', '.join(FORMATS)}.")
-    elif not root.is_dir():
-        detect_format(root)  # raises the missing-directory error
-    problems = Problems(skip_bad_samples)
-    try:
-        paths, boxes, names = _READERS[fmt](root, split, problems)
-    except FileNotFoundError as e:
-        raise DatasetError(
-            f"{root} does not look like a {fmt.upper()} dataset: {e.filename} is missing."
-        ) from e
-    if not paths:
-        raise DatasetError(
-            f"No usable images in {root} ({fmt} layout"
-            + (
-                f", {problems.reasons and len(problems.reasons)} skipped"
-                if problems.reasons
-                else ""
-            )
-            + ")."
-        )
-    if problems.reasons:
-        log.warning("left out %d bad images of %s", len(problems.reasons), root)
+    index = read_index(root, fmt, split=split, skip_bad_samples=skip_bad_samples)
     return DetectionDataset(
-        str(root),
-        fmt,
-        paths,
-        boxes,
-        names,
+        index.root,
+        index.fmt,
+        index.paths,
+        index.boxes,
+        index.class_names,
         img_size=img_size,
         augment=augment,
         mosaic=mosaic,
         skip_bad_samples=skip_bad_samples,
         seed=seed,
-        skipped_reasons=problems.reasons,
+        skipped_reasons=index.skipped_reasons,
     )
 
 def collate(batch: list[tuple[torch.Tensor, torch.Tensor]]) -> tuple[torch.Tensor, torch.Tensor]:

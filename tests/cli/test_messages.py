@@ -1,0 +1,250 @@
+"""The README promises one line naming the problem and the fix, and no traceback without
+--debug: every message case of issue 10, each checked for exactly that."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import optuna
+import pytest
+from click.testing import CliRunner, Result
+
+from loadersearch.cli import cli
+
+FAST = [
+    "--workload", "emulated", "--img-size", "64", "--epochs", "1", "--steps", "2",
+    "--windows-per-epoch", "1", "--warmup-epochs", "0", "--no-probe", "--confirm-rounds", "0",
+    "--emulated-ms", "1,0.1",
+]  # fmt: skip
+BENCH_FAST = ["--img-size", "64", "--epochs", "1", "--steps", "2", "--windows", "1",
+              "--warmup-epochs", "0"]  # fmt: skip
+
+
+def one_error_line(output: str) -> str:
+    """The one "Error: ..." line of ``output``; fails on a traceback or on several."""
+    assert "Traceback" not in output, output
+    errors = [line for line in output.splitlines() if line.startswith("Error")]
+    assert len(errors) == 1, output
+    return errors[0]
+
+
+def invoke(args: list[str]) -> Result:
+    return CliRunner().invoke(cli, args)
+
+
+def cli_process(args: list[str], env: dict[str, str] | None = None, shell_prefix: str = ""):
+    """``loadersearch ARGS`` in a fresh process (optionally after shell commands such as a
+    ``ulimit``); returns (exit code, stdout + stderr)."""
+    command = [sys.executable, "-m", "loadersearch", *args]
+    if shell_prefix:
+        command = ["sh", "-c", f'{shell_prefix}; exec "$@"', "sh", *command]
+    done = subprocess.run(
+        command, env={**os.environ, **(env or {})}, capture_output=True, text=True, timeout=300
+    )
+    return done.returncode, done.stdout + done.stderr
+
+
+def copy_yolo(src: str, dst: Path, n: int = 8) -> Path:
+    for sub, ext in (("images", ".jpg"), ("labels", ".txt")):
+        (dst / sub).mkdir(parents=True)
+        for k in range(n):
+            shutil.copy(Path(src) / sub / f"{k:06d}{ext}", dst / sub / f"{k:06d}{ext}")
+    shutil.copy(Path(src) / "classes.txt", dst / "classes.txt")
+    return dst
+
+
+# ------------------------------------------------------------------------ bad values
+
+
+@pytest.mark.parametrize(
+    ("toml", "message"),
+    [
+        ('[study]\ntrials = "abc"\n', "[study] trials must be a whole number but got 'abc'"),
+        ('[study]\nseed = "abc"\n', "[study] seed must be a whole number but got 'abc'"),
+        ("[space]\nfix = 3\n", "[space] fix must be a table of fixed knobs"),
+        ('[plan]\nsteps = "many"\n', "[plan] steps must be a whole number but got 'many'"),
+        ("[workload]\nvram_cap = 0\n", "the size must be positive but got 0"),
+        ("[workload]\nemulated_ms = [nan, 1]\n", "must be finite numbers"),
+        ("[workload]\nemulated_ms = [inf, inf]\n", "must be finite numbers"),
+    ],
+)
+def test_a_spec_value_of_the_wrong_kind_is_one_line_naming_the_key(tmp_path, toml, message):
+    spec = tmp_path / "spec.toml"
+    spec.write_text(toml)
+    db = tmp_path / "x.db"
+    result = invoke(["run", "--config", str(spec), "--storage", f"sqlite:///{db}"])
+    assert result.exit_code == 2, result.output
+    assert message in one_error_line(result.output)
+    assert not db.exists()
+
+
+@pytest.mark.parametrize("pair", ["nan,1", "inf,inf", "1,-2"])
+def test_emulated_times_that_are_not_finite_are_refused_before_any_trial(tmp_path, pair):
+    db = tmp_path / "x.db"
+    result = invoke(["run", *FAST, "--emulated-ms", pair, "--storage", f"sqlite:///{db}"])
+    assert result.exit_code == 2
+    assert "finite and not negative" in one_error_line(result.output)
+    assert not db.exists()
+    assert "finite" in one_error_line(invoke(["bench", "--emulated-mib", pair]).output)
+
+
+def test_a_zero_vram_cap_is_named_as_not_positive_rather_than_unreadable():
+    line = one_error_line(invoke(["run", "--vram-cap", "0"]).output)
+    assert "must be positive" in line and "Cannot read" not in line
+
+
+# ------------------------------------------------------------------------ storage
+
+
+def test_a_sqlite_file_that_is_not_a_database_is_named_as_a_file_not_a_server(tmp_path):
+    db = tmp_path / "other.db"
+    db.write_bytes(os.urandom(8192))
+    before = db.read_bytes()
+    result = invoke(["run", *FAST, "--storage", f"sqlite:///{db}", "--trials", "1"])
+    assert result.exit_code == 2
+    line = one_error_line(result.output)
+    assert "file is not a database" in line and str(db) in line
+    assert "server" not in line
+    assert db.read_bytes() == before
+
+
+# ------------------------------------------------------------------------ datasets
+
+
+def test_a_wrong_format_override_is_one_line_with_one_period(tiny_dataset, tmp_path):
+    db = tmp_path / "x.db"
+    result = invoke(
+        ["run", *FAST, "--data", tiny_dataset, "--data-format", "voc",
+         "--storage", f"sqlite:///{db}"]
+    )  # fmt: skip
+    assert result.exit_code == 2
+    line = one_error_line(result.output)
+    assert "does not look like a VOC dataset" in line and ".." not in line
+    assert not db.exists()  # refused before any study or trial
+
+
+@pytest.mark.parametrize("layout", ["empty", "yolo-without-images"])
+def test_an_empty_dataset_is_refused_at_once_without_suggesting_skip_bad_samples(tmp_path, layout):
+    data = tmp_path / "data"
+    data.mkdir()
+    if layout == "yolo-without-images":
+        (data / "images").mkdir()
+        (data / "labels").mkdir()
+    db = tmp_path / "x.db"
+    result = invoke(["run", *FAST, "--data", str(data), "--storage", f"sqlite:///{db}"])
+    assert result.exit_code == 2
+    line = one_error_line(result.output)
+    assert str(data) in line and "--skip-bad-samples" not in line
+    assert not db.exists()  # no study, no trial
+
+
+def test_skipped_samples_are_counted_in_bench_run_and_the_study(tiny_dataset, tmp_path):
+    data = copy_yolo(tiny_dataset, tmp_path / "data")
+    (data / "labels" / "000001.txt").write_text("3 0.5 0.5 1.7 0.2\n")  # a box off the image
+    bench = CliRunner().invoke(
+        cli, ["bench", "--workload", "emulated", "--data", str(data), "--skip-bad-samples",
+              *BENCH_FAST, "--json"]
+    )  # fmt: skip
+    assert bench.exit_code == 0, bench.output
+    assert "--skip-bad-samples: 1 left out for bad labels of 8 images" in bench.stderr
+    assert "000001.txt:1" in bench.stderr
+    import json
+
+    assert json.loads(bench.stdout)["skipped_samples"]["left_out"] == 1
+
+    db = tmp_path / "s.db"
+    run = invoke(
+        ["run", *FAST, "--data", str(data), "--skip-bad-samples", "--no-baselines",
+         "--trials", "1", "--storage", f"sqlite:///{db}", "--study", "skip"]
+    )  # fmt: skip
+    assert run.exit_code == 0, run.output
+    assert "1 left out for bad labels" in run.output
+    attrs = optuna.load_study(study_name="skip", storage=f"sqlite:///{db}").user_attrs
+    assert attrs["skipped_samples"]["left_out"] == 1
+    assert "000001.txt:1" in attrs["skipped_samples"]["reasons"][0]
+
+
+def test_optuna_trial_failed_warnings_are_kept_for_debug(tiny_dataset, tmp_path):
+    data = copy_yolo(tiny_dataset, tmp_path / "data")
+    bad = data / "images" / "000002.jpg"
+    bad.write_bytes(bad.read_bytes()[:3000])  # a truncated JPEG: found when decoded
+    db = tmp_path / "x.db"
+    args = ["run", *FAST, "--data", str(data), "--storage", f"sqlite:///{db}", "--trials", "2"]
+    code, out = cli_process(args)
+    assert code == 2
+    line = one_error_line(out)
+    assert "000002.jpg" in line and "Trial 0 failed" not in out
+    code, out = cli_process(["--debug", *args])
+    assert "Trial" in out and "failed with parameters" in out  # Optuna's warning, with --debug
+
+
+# ------------------------------------------------------------------------ dashboard
+
+
+def test_the_dashboard_on_a_busy_port_is_one_line(tmp_path):
+    db = tmp_path / "s.db"
+    optuna.create_study(study_name="s", storage=f"sqlite:///{db}")
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        code, out = cli_process(["dashboard", "--storage", f"sqlite:///{db}", "--port", str(port)])
+    assert code == 2
+    assert f"port {port} on 127.0.0.1 is in use" in one_error_line(out)
+
+
+def test_the_printed_dashboard_command_works_when_the_password_came_from_the_environment(
+    monkeypatch,
+):
+    from loadersearch.cli.report import dashboard_command
+
+    url = "postgresql+psycopg://tuner:s3cret@db.example/studies"
+    monkeypatch.setenv("LOADERSEARCH_STORAGE", url)
+    assert dashboard_command(None) == 'loadersearch dashboard --storage "$LOADERSEARCH_STORAGE"'
+    monkeypatch.delenv("LOADERSEARCH_STORAGE")
+    typed = dashboard_command(url)  # given with --storage: the password is not printed
+    assert "s3cret" not in typed and "***" in typed and "put the password" in typed
+
+
+# ------------------------------------------------------------------------ limits
+
+
+def test_too_few_file_descriptors_are_named_as_the_limit(tiny_dataset):
+    code, out = cli_process(
+        ["bench", "--workload", "loader", "--data", tiny_dataset, "--num-workers", "2",
+         "--batch-size", "4", *BENCH_FAST, "--timeout", "60"],
+        shell_prefix="ulimit -n 16",
+    )  # fmt: skip
+    assert code == 3, out
+    assert "Traceback" not in out
+    [line] = [ln for ln in out.splitlines() if ln.startswith("INFEASIBLE")]
+    assert "ulimit -n" in line and "16" in line
+
+
+@pytest.mark.parametrize("kib", [1_500_000, 3_000_000])
+def test_an_address_space_limit_is_named_as_the_limit_in_bench_and_run(
+    tiny_dataset, tmp_path, kib
+):
+    # Under 1.5 GB PyTorch cannot even be loaded ("failed to map segment"); under 3 GB it
+    # loads and then aborts (SIGABRT) on an allocation: both are the limit, not a bug.
+    code, out = cli_process(
+        ["bench", "--workload", "loader", "--data", tiny_dataset, *BENCH_FAST],
+        shell_prefix=f"ulimit -v {kib}",
+    )
+    assert code in (1, 3), out
+    assert "Traceback" not in out
+    [line] = [ln for ln in out.splitlines() if ln.startswith(("ERROR", "INFEASIBLE"))]
+    assert f"ulimit -v {kib}" in line
+    if kib == 1_500_000:
+        db = tmp_path / "x.db"
+        code, out = cli_process(
+            ["run", *FAST, "--data", tiny_dataset, "--storage", f"sqlite:///{db}"],
+            shell_prefix=f"ulimit -v {kib}",
+        )
+        assert code == 1, out
+        assert f"ulimit -v {kib}" in one_error_line(out)

@@ -1,0 +1,70 @@
+"""``loadersearch`` CLI processes for end-to-end tests: start them, wait for a condition in
+their study, finish them."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+
+import optuna
+
+from loadersearch.storage import open_storage
+
+# A study that measures fast: the emulated accelerator on a tiny 64 px dataset, one window.
+FAST = [
+    "--workload", "emulated", "--img-size", "64", "--epochs", "1", "--steps", "2",
+    "--windows-per-epoch", "1", "--warmup-epochs", "0", "--no-probe", "--confirm-rounds", "0",
+    "--emulated-ms", "1,0.1", "--quiet",
+]  # fmt: skip
+
+
+def cli_env(tmp_path, **extra: str) -> dict[str, str]:
+    """Environment of CLI processes: a private lock directory, fast heartbeats, no storage
+    from the caller's environment."""
+    base = {k: v for k, v in os.environ.items() if k != "LOADERSEARCH_STORAGE"}
+    return {
+        **base,
+        "LOADERSEARCH_LOCK_DIR": str(tmp_path / "locks"),
+        "LOADERSEARCH_HEARTBEAT": "1,3",
+        "LOADERSEARCH_DB_RETRY_SECONDS": "20",
+        **extra,
+    }
+
+
+def start_cli(args: list[str], env: dict[str, str], host: str, **kwargs) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "loadersearch", *args],
+        env={**env, "LOADERSEARCH_HOST": host},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        **kwargs,
+    )
+
+
+def finish(proc: subprocess.Popen, timeout: float = 240) -> tuple[int, str]:
+    out, err = proc.communicate(timeout=timeout)
+    return proc.returncode, out + err
+
+
+def load(url: str, name: str) -> optuna.Study:
+    return optuna.load_study(study_name=name, storage=open_storage(url, heartbeat=False))
+
+
+def wait_for(predicate: Callable[[], object], timeout: float = 120, what: str = "") -> object:
+    """Poll ``predicate`` until it returns something true (a study that does not exist yet
+    counts as false); fail after ``timeout`` seconds."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        try:
+            found = predicate()
+            if found:
+                return found
+        except KeyError:  # the study does not exist yet
+            pass
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")

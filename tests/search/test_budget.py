@@ -1,0 +1,77 @@
+"""The optimize loop's bookkeeping of interrupted and dead trials (search/budget.py), on a
+real SQLite study with a stand-in objective."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import optuna
+import pytest
+from optuna.trial import TrialState
+
+from loadersearch.errors import Interrupted
+from loadersearch.search import budget
+from loadersearch.storage import open_storage
+
+
+@pytest.fixture
+def study(tmp_path, monkeypatch) -> optuna.Study:
+    monkeypatch.setenv("LOADERSEARCH_HOST", "node-a")
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    storage = open_storage(f"sqlite:///{tmp_path / 's.db'}", heartbeat_interval=1,
+                           grace_period=3600)  # fmt: skip
+    return optuna.create_study(study_name="s", storage=storage, direction="maximize")
+
+
+def test_an_interrupted_trial_is_failed_and_queued_again_with_its_baseline(study):
+    study.enqueue_trial({"x": 3}, user_attrs={"baseline": "pytorch"})
+
+    def objective(trial):
+        trial.suggest_int("x", 0, 9)
+        raise Interrupted()
+
+    with pytest.raises(Interrupted) as info:
+        budget.optimize_to_total(study, objective, 2)
+    assert info.value.requeued == [0]
+    stopped, retry = study.trials
+    assert stopped.state == TrialState.FAIL and stopped.user_attrs["status"] == "interrupted"
+    assert stopped.user_attrs["reason"] == "interrupted by Ctrl-C"
+    assert retry.state == TrialState.WAITING and retry.user_attrs["baseline"] == "pytorch"
+    assert retry.system_attrs["fixed_params"] == {"x": 3}
+    assert retry.system_attrs["failed_trial"] == 0
+    seen = []
+    budget.optimize_to_total(study, lambda t: seen.append(t.suggest_int("x", 0, 9)) or 1.0, 2)
+    assert seen[0] == 3  # the retry ran first, with the same parameters
+
+
+def _running_trial(study, pid: int, host: str = "node-a") -> optuna.trial.FrozenTrial:
+    trial = study.ask()
+    trial.suggest_int("x", 0, 9)
+    trial.set_user_attr("host", host)
+    trial.set_user_attr("pid", pid)
+    study._storage.set_trial_system_attr(trial._trial_id, budget.PROCESS_ATTR,
+                                         budget._process_key())  # fmt: skip
+    return study._storage.get_trial(trial._trial_id)
+
+
+@pytest.mark.filterwarnings("ignore:Heartbeat of storage")  # study.ask: a stand-in trial
+def test_only_this_host_s_trials_whose_process_is_gone_are_reclaimed(study):
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)  # fmt: skip
+    alive = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"],
+                             stdin=subprocess.PIPE)  # fmt: skip
+    try:
+        dead = _running_trial(study, int(gone.stdout))
+        living = _running_trial(study, alive.pid)
+        elsewhere = _running_trial(study, int(gone.stdout), host="node-b")
+        assert budget.reclaim_dead_trials(study) == [dead.number]
+        assert budget.reclaim_dead_trials(study) == []  # once only
+    finally:
+        alive.stdin.close()
+        alive.wait()
+    states = {t.number: t.state for t in study.trials}
+    assert states[dead.number] == TrialState.FAIL
+    assert states[living.number] == states[elsewhere.number] == TrialState.RUNNING
+    [retry] = [t for t in study.trials if t.system_attrs.get("failed_trial") == dead.number]
+    assert retry.state == TrialState.WAITING and retry.system_attrs["fixed_params"] == dead.params

@@ -1,0 +1,184 @@
+"""Commands that only read (``report``, ``best``, ``dashboard``) write nothing anywhere: not to
+another application's SQLite file, not to a study database (no table, no journal-mode switch,
+no file beside it), and they work on read-only media (issue 10, fault 5). They answer only
+for studies loadersearch created (fault 6)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import socket
+import sqlite3
+import subprocess
+import sys
+import time
+import urllib.request
+
+import optuna
+import pytest
+from click.testing import CliRunner
+from search_helpers import EmulatedStudy
+
+from loadersearch.cli import cli
+from loadersearch.errors import LoaderSearchError
+from loadersearch.report import load_best
+
+
+def _state(directory) -> dict[str, tuple[str, int]]:
+    """Every file under ``directory`` (the trials' pictures included) with its content hash
+    and mtime."""
+    out = {}
+    for root, dirs, files in os.walk(directory):
+        dirs.sort()
+        for name in sorted(files):
+            path = os.path.join(root, name)
+            with open(path, "rb") as f:
+                digest = hashlib.sha256(f.read()).hexdigest()
+            out[os.path.relpath(path, directory)] = (digest, os.stat(path).st_mtime_ns)
+    return out
+
+
+def _one_error_line(output: str) -> str:
+    assert "Traceback" not in output, output
+    [line] = [ln for ln in output.splitlines() if ln.startswith("Error")]
+    return line
+
+
+@pytest.fixture
+def other_app_db(tmp_path) -> str:
+    """Another application's SQLite database, in WAL mode, in a directory of its own."""
+    directory = tmp_path / "app"
+    directory.mkdir()
+    path = directory / "app.db"
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT)")
+    conn.execute("INSERT INTO notes (body) VALUES ('mine')")
+    conn.commit()
+    conn.close()  # the last connection checkpoints and removes -wal and -shm
+    return str(path)
+
+
+@pytest.mark.parametrize(
+    "command", [["report"], ["best"], ["dashboard", "--port", "1"]], ids=lambda c: c[0]
+)
+def test_another_application_s_database_is_refused_and_left_as_it_was(other_app_db, command):
+    directory = os.path.dirname(other_app_db)
+    before = _state(directory)
+    result = CliRunner().invoke(cli, [*command, "--storage", f"sqlite:///{other_app_db}"])
+    assert result.exit_code == 2
+    line = _one_error_line(result.output)
+    assert "holds no Optuna study (tables found: notes)" in line and "unchanged" in line
+    assert _state(directory) == before  # not a byte, not a file beside it
+
+
+@pytest.fixture
+def rollback_copy(emulated_study: EmulatedStudy, tmp_path) -> str:
+    """A copy of the study database in SQLite's rollback-journal mode, alone in a directory."""
+    directory = tmp_path / "copy"
+    directory.mkdir()
+    path = directory / "e2e.db"
+    for suffix in ("", "-wal"):
+        if os.path.exists(emulated_study.db_path + suffix):
+            shutil.copy(emulated_study.db_path + suffix, str(path) + suffix)
+    conn = sqlite3.connect(path)
+    assert conn.execute("PRAGMA journal_mode=DELETE").fetchone() == ("delete",)
+    conn.close()
+    return str(path)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_report_best_and_dashboard_read_a_study_without_writing(rollback_copy):
+    directory = os.path.dirname(rollback_copy)
+    storage = f"sqlite:///{rollback_copy}"
+    before = _state(directory)
+    report = CliRunner().invoke(cli, ["report", "--storage", storage])
+    assert report.exit_code == 0, report.output
+    best = CliRunner().invoke(cli, ["best", "--storage", storage])
+    assert best.exit_code == 0, best.output
+    assert json.loads(best.output)["study"] == "e2e"
+
+    port = _free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "loadersearch", "dashboard", "--storage", storage, "--port",
+         str(port)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/studies") as r:
+                    studies = json.load(r)["study_summaries"]
+                break
+            except OSError:
+                assert server.poll() is None, server.stdout.read().decode()
+                assert time.monotonic() < deadline, "the dashboard did not start in 60 s"
+                time.sleep(0.5)
+        assert [s["study_name"] for s in studies] == ["e2e"]
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    assert _state(directory) == before  # no table, no WAL switch, no lock file
+    conn = sqlite3.connect(f"file:{rollback_copy}?mode=ro", uri=True)
+    assert conn.execute("PRAGMA journal_mode").fetchone() == ("delete",)
+    conn.close()
+
+
+def test_a_study_database_on_read_only_media_can_be_read(emulated_study, tmp_path):
+    media = tmp_path / "media"
+    media.mkdir()
+    path = media / "e2e.db"
+    for suffix in ("", "-wal"):
+        if os.path.exists(emulated_study.db_path + suffix):
+            shutil.copy(emulated_study.db_path + suffix, str(path) + suffix)
+    conn = sqlite3.connect(path)  # a study as a finished run leaves it: WAL, checkpointed
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.close()
+    assert sorted(os.listdir(media)) == ["e2e.db"]
+    # As root a chmod does not stop writes: a read-only bind mount in a private namespace does.
+    script = 'mount --bind "$1" "$1" && mount -o remount,bind,ro "$1" && shift && exec "$@"'
+    done = subprocess.run(
+        ["unshare", "-m", "sh", "-c", script, "sh", str(media), sys.executable, "-m",
+         "loadersearch", "best", "--format", "python", "--storage", f"sqlite:///{path}"],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    if done.returncode != 0 and "mount" in done.stderr and "loadersearch" not in done.stderr:
+        pytest.skip(f"read-only bind mounts are not permitted here: {done.stderr.strip()}")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.startswith("DataLoader(dataset")
+
+
+@pytest.fixture
+def foreign_study(tmp_path) -> str:
+    """An Optuna study another tool made: minimises, with parameters of its own."""
+    storage = f"sqlite:///{tmp_path / 'other.db'}"
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = optuna.create_study(study_name="lr-search", storage=storage, direction="minimize")
+    study.optimize(
+        lambda t: t.suggest_int("batch_size", 8, 64) * t.suggest_float("lr", 1e-4, 1.0),
+        n_trials=3,
+    )
+    return storage
+
+
+@pytest.mark.parametrize("command", ["best", "report"])
+def test_a_study_loadersearch_did_not_create_is_refused_naming_what_it_lacks(
+    foreign_study, command
+):
+    before = _state(os.path.dirname(foreign_study.removeprefix("sqlite:///")))
+    result = CliRunner().invoke(cli, [command, "--storage", foreign_study])
+    assert result.exit_code == 2
+    line = _one_error_line(result.output)
+    assert "study 'lr-search'" in line and "was not created by loadersearch" in line
+    assert "no loadersearch spec" in line and "minimizes" in line and "(lr)" in line
+    assert "DataLoader(" not in result.output
+    assert _state(os.path.dirname(foreign_study.removeprefix("sqlite:///"))) == before
+    with pytest.raises(LoaderSearchError, match="was not created by loadersearch"):
+        load_best(foreign_study)
