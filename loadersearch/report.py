@@ -63,6 +63,7 @@ class Summary:
     pruning: dict[str, float]  # measured seconds saved by pruning
     probe: dict[str, Any] | None
     hardware: dict[str, Any] = field(default_factory=dict)
+    gpus: int = 1  # ranks of the measured DDP job; the answer is per rank
 
 
 def open_study(storage: str | None = None, study: str | None = None) -> optuna.Study:
@@ -207,6 +208,7 @@ def summarize(study: optuna.Study) -> Summary:
         },
         probe=attrs.get("probe"),
         hardware=attrs.get("hardware") or {},
+        gpus=int((attrs.get("spec") or {}).get("workload", {}).get("gpus") or 1),
     )
 
 

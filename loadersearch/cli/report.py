@@ -49,7 +49,8 @@ def render_summary(
         console.print(f"study {summary.study}: no feasible trial yet.{label}")
         return
     if quiet:
-        console.print(w.config.snippet(), soft_wrap=True)
+        for line in _answer(summary):
+            console.print(line, soft_wrap=True, markup=False)
         return
     c = summary.counts
     console.print()
@@ -110,9 +111,27 @@ def render_summary(
             "[dim]The baseline among the finalists was re-measured with the winner; the "
             "others' rates are their trial values.[/]"
         )
-    console.print("\nPaste into your training code:")
-    console.print(f"  {w.config.snippet()}", soft_wrap=True)
+    if summary.gpus > 1:
+        console.print(
+            f"\nPaste into your training script (each of the {summary.gpus} ranks builds this "
+            "loader), and launch it with torchrun:"
+        )
+    else:
+        console.print("\nPaste into your training code:")
+    for line in _answer(summary):
+        console.print(f"  {line}", soft_wrap=True, markup=False)
     console.print(f"\nOpen the study: {dashboard_command(storage)}")
+
+
+def _answer(summary: Summary) -> list[str]:
+    """The winner's lines to paste: one ``DataLoader(...)``, or for a DDP job the sampler, the
+    per-rank loader and the torchrun command."""
+    assert summary.winner is not None
+    if summary.gpus > 1:
+        from loadersearch.measure.ranks import paste_lines
+
+        return paste_lines(summary.winner.config, summary.gpus)
+    return [summary.winner.config.snippet()]
 
 
 @click.command("report")
@@ -185,7 +204,11 @@ def best(study_name: str | None, storage: str | None, fmt: str) -> None:
         raise StudyError(f"study {summary.study!r} has no feasible trial yet.")
     if fmt == "python":
         note = "  # EMULATED accelerator result" if summary.emulated else ""
-        click.echo(w.config.snippet() + note)
+        if summary.gpus > 1:  # Python lines; the launch command as a comment
+            sampler, loader, launch = _answer(summary)
+            click.echo(f"{sampler}\n{loader}{note}\n# launch: {launch}")
+        else:
+            click.echo(w.config.snippet() + note)
     elif fmt == "env":
         click.echo("\n".join(env_lines(w.config)))
     else:
@@ -200,6 +223,7 @@ def best(study_name: str | None, storage: str | None, fmt: str) -> None:
                     "spread": w.spread,
                     "trial": w.trial,
                     "emulated": summary.emulated,
+                    "ranks": summary.gpus,  # the loader settings are per rank
                 },
                 indent=2,
             )

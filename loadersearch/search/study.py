@@ -22,7 +22,7 @@ import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from loadersearch.config import PRUNERS
+from loadersearch.config import PRUNERS, MeasurePlan, WorkloadSpec
 from loadersearch.errors import StudyError
 from loadersearch.search.baselines import baselines as baseline_rules
 from loadersearch.search.batchprobe import ProbeResult, probe_max_batch
@@ -35,7 +35,6 @@ from loadersearch.search.space import SearchSpace, SpaceError
 if TYPE_CHECKING:
     import optuna
 
-    from loadersearch.config import WorkloadSpec
     from loadersearch.hardware import Hardware
 
 _logger = logging.getLogger(__name__)
@@ -72,6 +71,8 @@ def default_study_name(workload: WorkloadSpec, hardware: Hardware) -> str:
         parts.append(f"{model}x{hardware.gpu_count}")
     else:
         parts.append(f"cpu{hardware.cpu_count}")
+    if workload.gpus > 1:
+        parts.append(f"ddp{workload.gpus}")
     return "-".join(p for p in parts if p)
 
 
@@ -86,6 +87,10 @@ def describe_workload(settings: StudySettings, hardware: Hardware) -> str:
         )
     if w.vram_cap:
         text += f", VRAM cap {w.vram_cap / 2**30:.3g} GiB"
+        if w.gpus > 1:
+            text += " per device"
+    if w.gpus > 1:
+        text += f"; DistributedDataParallel over {w.gpus} ranks, loader settings per rank"
     if settings.classes:
         text += f", {settings.classes} classes"
     return text
@@ -99,6 +104,23 @@ def _img_size(workload: WorkloadSpec, gpu: bool) -> int:
 
 def _slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+
+
+def ranks_notice(settings: StudySettings, hardware: Hardware) -> str:
+    """What a trial of several ranks is, and the per-rank worker bound, in one line."""
+    n = settings.workload.gpus
+    lo, hi = settings.space.num_workers
+    backend = "NCCL" if settings.workload.device != "cpu" and hardware.gpu_count else "gloo"
+    text = (
+        f"DistributedDataParallel: each trial runs {n} ranks ({backend}), one process per "
+        f"device; num_workers and batch_size are per rank. num_workers {lo}..{hi} per rank: "
+        f"{n} x {hi} = {n * hi} workers"
+    )
+    if n * hi <= hardware.cpu_count:
+        text += f" within the {hardware.cpu_count} CPUs they share"
+    else:
+        text += f" on {hardware.cpu_count} CPUs (more than the cores, as --space asked)"
+    return text + "; --space num_workers=LOW:HIGH changes it."
 
 
 def make_pruner(name: str, n_windows: int) -> optuna.pruners.BasePruner:
@@ -199,6 +221,9 @@ def _check_same_spec(study: optuna.Study, settings: StudySettings, url: str) -> 
             "choose another name with --study."
         )
     wanted = settings.spec_dict()
+    # A key the stored spec lacks (a study from before the key existed) holds its default.
+    defaults = {"workload": WorkloadSpec().to_dict(), "plan": MeasurePlan().to_dict()}
+    stored = {part: {**defaults.get(part, {}), **value} for part, value in stored.items()}
     diffs = [
         f"{part}.{key}: stored {stored[part].get(key)!r}, now {wanted[part].get(key)!r}"
         for part in ("workload", "plan", "space")
@@ -231,8 +256,6 @@ def _check_hardware(study: optuna.Study, hardware: Hardware, allow_mixed: bool) 
 
 def settings_from_study(study: optuna.Study, **changes: Any) -> StudySettings:
     """Rebuild the settings stored in a study (for a worker joining it)."""
-    from loadersearch.config import MeasurePlan, WorkloadSpec
-
     spec = study.user_attrs.get("spec")
     if not spec:
         raise StudyError(f"study {study.study_name!r} has no loadersearch spec to join.")
@@ -266,8 +289,12 @@ def ensure_probe(
     elif "batch_size" in settings.space.fixed():
         probe = ProbeResult(max_batch=None, skipped="batch_size is fixed")
     elif uses_cuda(w, hardware) or (w.emulated and w.vram_cap):
+        # On one device: the batch size is per rank and the cap per device.
         probe = probe_max_batch(
-            w, settings.space.batch_choices(), measure_fn=measure_fn, progress=progress
+            dataclasses.replace(w, gpus=1),
+            settings.space.batch_choices(),
+            measure_fn=measure_fn,
+            progress=progress,
         )
     elif w.emulated:
         probe = ProbeResult(max_batch=None, skipped="no VRAM cap set for the emulated device")
@@ -287,13 +314,13 @@ def bounded_space(space: SearchSpace, probe: ProbeResult) -> SearchSpace:
 
 
 def enqueue_baselines(
-    study: optuna.Study, space: SearchSpace, hardware: Hardware, *, gpu: bool
+    study: optuna.Study, space: SearchSpace, hardware: Hardware, *, gpu: bool, ranks: int = 1
 ) -> list[dict[str, Any]]:
     """Enqueue the baselines once per study (resume-safe: the study remembers it did)."""
     stored = study.user_attrs.get("baselines")
     if stored is not None:
         return stored
-    rules = baseline_rules(space, hardware, gpu=gpu)
+    rules = baseline_rules(space, hardware, gpu=gpu, ranks=ranks)
     for b in rules:
         study.enqueue_trial(space.params_of(b.config), user_attrs={"baseline": b.name})
     stored = [{"name": b.name, "rule": b.rule, "config": b.config.to_dict()} for b in rules]
@@ -340,6 +367,8 @@ def run_study(
         progress.notice(CPU_NOTICE)
     if settings.workload.emulated:
         progress.notice("EMULATED accelerator: results describe a stand-in device, not a GPU.")
+    if settings.workload.gpus > 1:
+        progress.notice(ranks_notice(settings, hardware))
     before = finished_trials(study)
     progress.study_ready(study, resumed=resumed, finished=before, target=settings.trials)
 
@@ -348,7 +377,7 @@ def run_study(
     probe = ensure_probe(study, settings, hardware, measure_fn=measure_fn, progress=progress)
     space = bounded_space(settings.space, probe)
     if settings.baselines:
-        enqueue_baselines(study, space, hardware, gpu=gpu)
+        enqueue_baselines(study, space, hardware, gpu=gpu, ranks=settings.workload.gpus)
     elif create and "baselines" not in study.user_attrs:
         study.set_user_attr("baselines", [])  # the creator chose none: workers add none
 

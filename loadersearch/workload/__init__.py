@@ -73,7 +73,13 @@ def _device_label(device_type: str) -> str:
     return f"cpu ({os.cpu_count() or 1} cores)"
 
 
-def _train_step(spec: WorkloadSpec, device: Any, img_size: int, num_classes: int) -> Callable:
+def _train_step(
+    spec: WorkloadSpec,
+    device: Any,
+    img_size: int,
+    num_classes: int,
+    wrap_model: Callable[[Any], Any] | None = None,
+) -> Callable:
     import torch
 
     from loadersearch.workload.loss import YoloLoss
@@ -84,6 +90,8 @@ def _train_step(spec: WorkloadSpec, device: Any, img_size: int, num_classes: int
     if cuda:
         model = model.to(memory_format=torch.channels_last)
     model.train()
+    if wrap_model is not None:  # e.g. DistributedDataParallel, once the model is on its device
+        model = wrap_model(model)
     loss_fn = YoloLoss(num_classes).to(device)
     if spec.optimizer == "sgd":
         opt = torch.optim.SGD(
@@ -110,11 +118,15 @@ def _train_step(spec: WorkloadSpec, device: Any, img_size: int, num_classes: int
     return step
 
 
-def create_workload(spec: WorkloadSpec) -> Workload:
+def create_workload(
+    spec: WorkloadSpec, *, wrap_model: Callable[[Any], Any] | None = None
+) -> Workload:
     """Build the dataset and the per-batch step of ``spec`` (imports torch; call in the child).
 
     On CUDA, ``spec.vram_cap`` is enforced with ``torch.cuda.set_per_process_memory_fraction``;
     for ``emulated`` it is checked against the emulated allocation at the first step.
+    ``wrap_model`` wraps the train workload's model before its optimizer is built (one rank of
+    a DistributedDataParallel job passes the DDP wrapper).
     """
     import torch
 
@@ -150,7 +162,7 @@ def create_workload(spec: WorkloadSpec) -> Workload:
         (lambda: int(torch.cuda.max_memory_reserved(device))) if cuda else (lambda: None)
     )
     if spec.kind == "train":
-        step = _train_step(spec, device, img_size, dataset.num_classes)
+        step = _train_step(spec, device, img_size, dataset.num_classes, wrap_model)
     elif spec.kind == "loader":
 
         def step(images: Any, targets: Any) -> None:  # the pipeline alone: batches are dropped
