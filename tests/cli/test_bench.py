@@ -66,3 +66,11 @@ def test_unreadable_vram_cap_is_a_usage_error():
     result = CliRunner().invoke(cli, ["bench", "--vram-cap", "six gigs"])
     assert result.exit_code == 2
     assert "Cannot read the size 'six gigs'" in result.output
+
+
+def test_more_ranks_than_gpus_on_cuda_exits_2_naming_the_fix():
+    result = CliRunner().invoke(cli, ["bench", "--gpus", "64", "--device", "cuda"])
+    assert result.exit_code == 2
+    assert "gpus=64 needs 64 GPUs, one per rank" in result.output
+    assert "--device cpu for CPU ranks with gloo" in result.output
+    assert "Traceback" not in result.output
