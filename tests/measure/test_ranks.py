@@ -206,6 +206,19 @@ def test_two_gloo_ranks_give_twice_one_ranks_rate_when_the_loader_is_not_the_lim
 
 
 @pytest.mark.slow
+def test_two_gloo_ranks_train_yolov4_tiny_under_ddp(tiny_dataset) -> None:
+    spec = WorkloadSpec(kind="train", data=tiny_dataset, img_size=IMG, device="cpu", gpus=2)
+    plan = MeasurePlan(epochs=1, steps=2, windows_per_epoch=1, warmup_epochs=0, timeout_s=150)
+    result = measure(spec, LoaderConfig(batch_size=2), plan)
+
+    assert result.status == OK, result.message
+    assert len(result.windows) == 1 and result.windows[0].images == 2 * 2 * 2
+    assert result.device.startswith("2 ranks (gloo) x cpu")
+    assert [r["rank"] for r in result.ranks] == [0, 1] and not result.emulated
+    assert measurement_processes() == []
+
+
+@pytest.mark.slow
 def test_a_rank_killed_mid_trial_ends_the_trial_and_leaves_no_process(tiny_dataset) -> None:
     pids: list[int] = []
     killed: list[int] = []
