@@ -9,7 +9,9 @@ they cross a process boundary (parent -> measuring child).
 from __future__ import annotations
 
 import dataclasses
+import multiprocessing
 import re
+import sys
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,6 +22,14 @@ OPTIMIZERS = ("sgd", "adamw")
 FORMATS = ("yolo", "voc", "coco")  # dataset layouts
 PRUNERS = ("wilcoxon", "median", "none")
 DEFAULT_PREFETCH = 2  # PyTorch's prefetch_factor when workers are used and none is given
+START_METHODS = ("fork", "forkserver", "spawn")  # how DataLoader workers are started
+# Python's own default on this platform (the first listed is the default, per its docs): what a
+# DataLoader without multiprocessing_context uses. Python 3.14 changes it to forkserver on Linux.
+PLATFORM_START_METHOD = multiprocessing.get_all_start_methods()[0]
+# The start method loadersearch measures unless told otherwise: fork on Linux (the fastest
+# worker start-up, and what training scripts have used for years), pinned explicitly so that a
+# Python whose default is forkserver measures the same thing; elsewhere the platform's default.
+DEFAULT_START_METHOD = "fork" if sys.platform.startswith("linux") else PLATFORM_START_METHOD
 
 _SIZE_UNITS = {
     "": 1,
@@ -61,9 +71,20 @@ def parse_size(text: str | int | float) -> int:
     return size
 
 
+def check_start_method(name: str) -> str:
+    """``name`` when it is a start method this platform has, else a ValueError naming them."""
+    available = [m for m in START_METHODS if m in multiprocessing.get_all_start_methods()]
+    if name not in available:
+        raise ValueError(
+            f"Unknown start method {name!r}; choose one of {', '.join(available)} "
+            "(how DataLoader workers are started: multiprocessing_context)."
+        )
+    return name
+
+
 @dataclass(frozen=True)
 class LoaderConfig:
-    """One DataLoader configuration: the five knobs loadersearch tunes."""
+    """One DataLoader configuration: the five knobs loadersearch tunes, and how workers start."""
 
     num_workers: int = 0  # worker processes; 0 loads in the training process
     batch_size: int = 16  # images per step (also a training choice: fix it if it matters)
@@ -73,6 +94,10 @@ class LoaderConfig:
     # compare equal
     prefetch_factor: int | None = None
     persistent_workers: bool = False  # keep workers between epochs; only with workers > 0
+    # fork | forkserver | spawn: how workers start (DataLoader's multiprocessing_context); None
+    # when 0 workers, and None with workers means DEFAULT_START_METHOD (normalised like
+    # prefetch_factor). A field that older studies' configurations lack: they load as the default.
+    start_method: str | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.num_workers, bool) or int(self.num_workers) != self.num_workers:
@@ -99,6 +124,12 @@ class LoaderConfig:
             )
         if self.num_workers > 0 and self.prefetch_factor is None:
             object.__setattr__(self, "prefetch_factor", DEFAULT_PREFETCH)
+        if self.start_method is not None:
+            check_start_method(self.start_method)
+        # Without workers there is nothing to start: a fixed start method (--fix
+        # start_method=spawn) applies to the configurations with workers only.
+        start = (self.start_method or DEFAULT_START_METHOD) if self.num_workers > 0 else None
+        object.__setattr__(self, "start_method", start)
 
     def dataloader_kwargs(self) -> dict[str, Any]:
         """Keyword arguments for ``torch.utils.data.DataLoader`` (only the ones that apply)."""
@@ -110,6 +141,9 @@ class LoaderConfig:
         if self.num_workers > 0:
             kwargs["prefetch_factor"] = self.prefetch_factor
             kwargs["persistent_workers"] = self.persistent_workers
+            # Always explicit: the measured worker start-up must not depend on the Python's
+            # default start method.
+            kwargs["multiprocessing_context"] = self.start_method
         return kwargs
 
     def to_dict(self) -> dict[str, Any]:
@@ -129,13 +163,20 @@ class LoaderConfig:
             parts.append(f"pf{self.prefetch_factor}")
             if self.persistent_workers:
                 parts.append("persist")
+            if self.start_method != DEFAULT_START_METHOD:
+                parts.append(str(self.start_method))
         return " ".join(parts)
 
     def snippet(self, dataset: str = "dataset", sampler: str | None = None) -> str:
-        """A ready-to-paste ``DataLoader(...)`` call; ``sampler`` (e.g. ``"sampler"``, a
-        ``DistributedSampler``) takes the place of ``shuffle=True``, which PyTorch refuses
-        beside a sampler."""
-        args = ", ".join(f"{k}={v!r}" for k, v in self.dataloader_kwargs().items())
+        """A ready-to-paste ``DataLoader(...)`` call. ``multiprocessing_context`` is written
+        only when the measured start method is not what this Python uses by default, so that
+        the pasted line starts its workers the way they were measured. ``sampler`` (e.g.
+        ``"sampler"``, a ``DistributedSampler``) takes the place of ``shuffle=True``, which
+        PyTorch refuses beside a sampler."""
+        kwargs = self.dataloader_kwargs()
+        if kwargs.get("multiprocessing_context") == PLATFORM_START_METHOD:
+            del kwargs["multiprocessing_context"]
+        args = ", ".join(f"{k}={v!r}" for k, v in kwargs.items())
         order = f"sampler={sampler}" if sampler else "shuffle=True"
         return f"DataLoader({dataset}, {order}, drop_last=True, {args})"
 

@@ -29,3 +29,8 @@ class StorageError(LoaderSearchError):
 
 class StudyError(LoaderSearchError):
     """The study cannot be created, loaded or joined as asked."""
+
+
+class DeviceError(LoaderSearchError):
+    """The device a measurement must run on cannot be used (e.g. a CUDA study where this process
+    sees no GPU); every trial would fail the same way, so the run stops with the reason."""

@@ -96,32 +96,139 @@ def _physical_cores() -> int:
     return os.cpu_count() or 1
 
 
-def _gpus() -> tuple[list[dict[str, Any]], str | None]:
-    """GPUs through NVML and the driver version; nothing when there is no NVIDIA driver."""
+VISIBLE_ENV = "CUDA_VISIBLE_DEVICES"
+
+
+def parse_visible_devices(value: str | None) -> list[int] | list[str] | None:
+    """The devices ``CUDA_VISIBLE_DEVICES`` lets CUDA see, read as the CUDA runtime reads it
+    (and as ``torch.cuda._parse_visible_devices`` mirrors it): None when unset (every device);
+    a list of ordinals (``"1,0"``; each element read like ``strtoul``, so ``"1gpu"`` is 1; a
+    negative or unreadable one ends the list; a repeated one empties it); or a list of UUID
+    prefixes (``"GPU-8f..."``, ``"MIG-..."``; an element without the prefix ends the list).
+    ``""`` hides every device."""
+    if value is None:
+        return None
+    if value.startswith(("GPU-", "MIG-")):
+        prefix = value[:4]
+        uuids: list[str] = []
+        for elem in value.split(","):
+            if elem in uuids:
+                return []
+            if not elem.startswith(prefix):
+                break
+            uuids.append(elem)
+        return uuids
+    ordinals: list[int] = []
+    for elem in value.split(","):
+        m = re.match(r"[+-]?\d+", elem.strip())
+        x = int(m.group(0)) if m else -1
+        if x in ordinals:
+            return []
+        if x < 0:
+            break
+        ordinals.append(x)
+    return ordinals
+
+
+@dataclass(frozen=True)
+class Gpu:
+    """One device CUDA can be given: a whole GPU or a MIG slice of one."""
+
+    index: int  # NVML index of the GPU (of the parent GPU for a MIG slice)
+    uuid: str  # "GPU-..." or "MIG-..."
+    name: str
+    memory_bytes: int
+    mig: bool = False
+
+
+def select_visible(gpus: list[Gpu], visible: list[int] | list[str] | None) -> list[Gpu]:
+    """The devices of ``gpus`` (every GPU, each followed by its MIG slices when it is in MIG
+    mode) that CUDA sees under ``visible`` (:func:`parse_visible_devices`).
+
+    Ordinals count whole GPUs in NVML's (PCI bus) order, as CUDA does with
+    ``CUDA_DEVICE_ORDER=PCI_BUS_ID``; unset means every GPU. A GPU in MIG mode runs CUDA work
+    only on a slice, and CUDA enumerates one slice of it: its first. UUIDs may be prefixes, as
+    CUDA accepts; an ambiguous or unknown one ends the list, a repeated one empties it."""
+    slices: dict[int, list[Gpu]] = {}
+    for g in gpus:
+        if g.mig:
+            slices.setdefault(g.index, []).append(g)
+    whole = [g for g in gpus if not g.mig]
+
+    def as_seen(g: Gpu) -> Gpu:
+        return slices[g.index][0] if g.index in slices else g
+
+    if visible is None:
+        return [as_seen(g) for g in whole]
+    chosen: list[Gpu] = []
+    for item in visible:
+        if isinstance(item, int):
+            found = [as_seen(g) for g in whole if g.index == item]
+        else:
+            found = [g for g in gpus if g.uuid.startswith(item)]
+        if len(found) != 1:
+            break
+        if found[0] in chosen:
+            return []
+        chosen.append(found[0])
+    return chosen
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _nvml_gpus(pynvml: Any) -> list[Gpu]:
+    """Every GPU NVML lists, each followed by its MIG slices when it is in MIG mode."""
+    gpus: list[Gpu] = []
+    for i in range(pynvml.nvmlDeviceGetCount()):
+        h = pynvml.nvmlDeviceGetHandleByIndex(i)
+        gpus.append(
+            Gpu(
+                index=i,
+                uuid=_text(pynvml.nvmlDeviceGetUUID(h)),
+                name=_text(pynvml.nvmlDeviceGetName(h)),
+                memory_bytes=int(pynvml.nvmlDeviceGetMemoryInfo(h).total),
+            )
+        )
+        try:
+            current, _ = pynvml.nvmlDeviceGetMigMode(h)
+        except pynvml.NVMLError:  # not a MIG-capable GPU
+            continue
+        if current != pynvml.NVML_DEVICE_MIG_ENABLE:
+            continue
+        for k in range(pynvml.nvmlDeviceGetMaxMigDeviceCount(h)):
+            try:
+                m = pynvml.nvmlDeviceGetMigDeviceHandleByIndex(h, k)
+            except pynvml.NVMLError:  # an empty slot
+                continue
+            name = _text(pynvml.nvmlDeviceGetName(m))
+            memory = int(pynvml.nvmlDeviceGetMemoryInfo(m).total)
+            if "MIG" not in name:  # name the slice as such, with its size
+                name = f"{name} MIG {memory / 2**30:.0f}gb slice"
+            gpus.append(Gpu(i, _text(pynvml.nvmlDeviceGetUUID(m)), name, memory, mig=True))
+    return gpus
+
+
+def _gpus() -> tuple[list[Gpu], str | None]:
+    """The devices this process's CUDA can see (``CUDA_VISIBLE_DEVICES`` honoured, MIG slices
+    named as such) and the driver version; nothing when there is no NVIDIA driver."""
     try:
         import pynvml
 
         pynvml.nvmlInit()
     except Exception:
         return [], None
+    driver = None
     try:
         try:
-            driver = pynvml.nvmlSystemGetDriverVersion()
-            driver = driver.decode() if isinstance(driver, bytes) else str(driver)
+            driver = _text(pynvml.nvmlSystemGetDriverVersion())
         except Exception:
             driver = None
-        gpus = []
-        for i in range(pynvml.nvmlDeviceGetCount()):
-            h = pynvml.nvmlDeviceGetHandleByIndex(i)
-            name = pynvml.nvmlDeviceGetName(h)
-            gpus.append(
-                {
-                    "name": name.decode() if isinstance(name, bytes) else name,
-                    "memory_bytes": int(pynvml.nvmlDeviceGetMemoryInfo(h).total),
-                }
-            )
-        return gpus, driver
+        visible = parse_visible_devices(os.environ.get(VISIBLE_ENV))
+        return select_visible(_nvml_gpus(pynvml), visible), driver
     except Exception:
+        _logger.debug("cannot list the GPUs through NVML", exc_info=True)
         return [], driver
     finally:
         pynvml.nvmlShutdown()
@@ -149,7 +256,9 @@ class Hardware:
     physical_cores: int = 1
     ram_bytes: int | None = None
     shm_bytes: int | None = None  # size of /dev/shm (64 MiB in a default Docker container)
-    gpu_model: str | None = None  # the first GPU's name; None without an NVIDIA driver
+    # The devices CUDA_VISIBLE_DEVICES lets this process see (a MIG slice is named as such, e.g.
+    # "NVIDIA A100-SXM4-40GB MIG 1g.5gb"): the first one's name and memory, and how many.
+    gpu_model: str | None = None  # None without an NVIDIA driver (or with none visible)
     gpu_memory_bytes: int | None = None
     gpu_count: int = 0
     nvidia_driver: str | None = None
@@ -183,8 +292,8 @@ def fingerprint() -> Hardware:
         physical_cores=_physical_cores(),
         ram_bytes=ram,
         shm_bytes=_shm_bytes(),
-        gpu_model=gpus[0]["name"] if gpus else None,
-        gpu_memory_bytes=gpus[0]["memory_bytes"] if gpus else None,
+        gpu_model=gpus[0].name if gpus else None,
+        gpu_memory_bytes=gpus[0].memory_bytes if gpus else None,
         gpu_count=len(gpus),
         nvidia_driver=driver,
         torch=torch_version,

@@ -16,6 +16,21 @@ TINY_IMAGES = 16
 TINY_SEED = 7
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked ``cuda`` need a CUDA device: skipped (never deleted) where there is none;
+    scripts/gpu_acceptance.sh runs them on a GPU machine."""
+    marked = [item for item in items if item.get_closest_marker("cuda")]
+    if not marked:
+        return
+    import torch
+
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="no CUDA device")
+    for item in marked:
+        item.add_marker(skip)
+
+
 def _generate(tmp_path_factory: pytest.TempPathFactory, fmt: str) -> str:
     from loadersearch.workload.synthetic import make_dataset
 

@@ -7,7 +7,9 @@ import json
 import pytest
 
 from loadersearch.config import (
+    DEFAULT_START_METHOD,
     FORMATS,
+    PLATFORM_START_METHOD,
     LoaderConfig,
     MeasurePlan,
     WorkloadSpec,
@@ -62,3 +64,28 @@ def test_impossible_configs_are_refused_naming_the_knob(kwargs: dict, match: str
 def test_an_unknown_dataset_format_is_refused_with_the_choices() -> None:
     with pytest.raises(ValueError, match="choose one of " + ", ".join(FORMATS)):
         WorkloadSpec(data_format="pascal")
+
+
+def test_workers_start_the_default_way_explicitly_and_a_config_without_it_loads_as_default():
+    config = LoaderConfig(num_workers=2, batch_size=16)
+    assert config.start_method == DEFAULT_START_METHOD
+    assert config.dataloader_kwargs()["multiprocessing_context"] == DEFAULT_START_METHOD
+    assert LoaderConfig(num_workers=0, start_method="spawn").start_method is None  # no workers
+    assert "multiprocessing_context" not in LoaderConfig(num_workers=0).dataloader_kwargs()
+    stored = {"num_workers": 2, "batch_size": 16, "pin_memory": False, "prefetch_factor": 2}
+    assert LoaderConfig.from_dict(stored) == config  # a result stored before the field existed
+    with pytest.raises(ValueError, match="Unknown start method 'threads'"):
+        LoaderConfig(num_workers=1, start_method="threads")
+
+
+def test_the_snippet_names_the_start_method_only_when_python_would_start_workers_otherwise():
+    assert (
+        "multiprocessing_context"
+        not in LoaderConfig(num_workers=2, start_method=PLATFORM_START_METHOD).snippet()
+    )
+    other = next(m for m in ("spawn", "forkserver", "fork") if m != PLATFORM_START_METHOD)
+    config = LoaderConfig(num_workers=2, start_method=other)
+    assert f"multiprocessing_context={other!r}" in config.snippet()
+    if other != DEFAULT_START_METHOD:
+        assert config.label().endswith(f" {other}")
+    assert LoaderConfig(num_workers=2).label() == "w2 b16 pf2"  # the default goes unsaid

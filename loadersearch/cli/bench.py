@@ -15,7 +15,13 @@ from loadersearch.cli._options import (
     plan_options,
     workload_options,
 )
-from loadersearch.config import LoaderConfig, MeasurePlan, WorkloadSpec
+from loadersearch.config import (
+    DEFAULT_START_METHOD,
+    START_METHODS,
+    LoaderConfig,
+    MeasurePlan,
+    WorkloadSpec,
+)
 from loadersearch.errors import LoaderSearchError
 
 # Exit codes of bench (documented in --help).
@@ -58,6 +64,13 @@ With --json the result is printed as JSON in every case, with the same exit code
     show_default=True,
     help="Keep workers alive between epochs. Needs workers.",
 )
+@click.option(
+    "--start-method",
+    type=click.Choice(START_METHODS),
+    default=None,
+    help=f"How workers start (DataLoader's multiprocessing_context; default "
+    f"{DEFAULT_START_METHOD}). Needs workers.",
+)
 @plan_options
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def bench(
@@ -66,6 +79,7 @@ def bench(
     pin_memory: bool,
     prefetch_factor: int | None,
     persistent_workers: bool,
+    start_method: str | None,
     as_json: bool,
     **opts: Any,
 ) -> None:
@@ -84,22 +98,31 @@ def bench(
       loadersearch bench --workload loader --num-workers 2 --batch-size 32 --pin-memory
     """
     try:
+        if start_method is not None and num_workers == 0:
+            raise ValueError(
+                f"start_method={start_method} needs num_workers > 0: with num_workers=0 no "
+                "worker is started. Drop --start-method or add workers."
+            )
         config = LoaderConfig(
             num_workers=num_workers,
             batch_size=batch_size,
             pin_memory=pin_memory,
             prefetch_factor=prefetch_factor,
             persistent_workers=persistent_workers,
+            start_method=start_method,
         )
         spec = WorkloadSpec(**given(opts, WORKLOAD_KEYS))
         plan = MeasurePlan(**given(opts, PLAN_KEYS))
     except ValueError as e:
         raise LoaderSearchError(f"invalid configuration: {e}") from e
-    if spec.gpus > 1:
-        from loadersearch.hardware import fingerprint
-        from loadersearch.search.settings import check_gpus
+    from loadersearch.hardware import fingerprint
+    from loadersearch.search.settings import check_gpus, resolved_workload
 
-        check_gpus(spec, fingerprint())
+    # As a study does: "auto" becomes the device this machine's fingerprint says (a GPU seen by
+    # NVML means CUDA), and the child runs there or fails with the reason.
+    hardware = fingerprint()
+    check_gpus(spec, hardware)
+    spec = resolved_workload(spec, hardware)
     workload = spec.kind
 
     from rich.console import Console
@@ -146,7 +169,8 @@ def render(result, spec: WorkloadSpec, plan: MeasurePlan, console) -> None:  # n
     info.add_row("device", r.device)
     size = f", {r.img_size} px" if r.img_size else ""
     info.add_row("data", f"{spec.data or 'embedded default dataset'}{size}")
-    info.add_row("config", f"{r.config.label()}   {r.config.snippet()}")
+    start = f" (workers start by {r.config.start_method})" if r.config.start_method else ""
+    info.add_row("config", f"{r.config.label()}{start}   {r.config.snippet()}")
     info.add_row(
         "plan",
         f"{plan.warmup_epochs} warm-up x {plan.warmup_steps or plan.steps} + {plan.epochs} "
@@ -181,6 +205,15 @@ def render(result, spec: WorkloadSpec, plan: MeasurePlan, console) -> None:  # n
         )
         gpu = f"{r.gpu_util_mean:.0f} %" if r.gpu_util_mean is not None else "n/a"
         info.add_row("NVML", f"{r.nvml}; GPU util {gpu}; process {_fmt_bytes(r.nvml_peak_bytes)}")
+    if r.peak_allocated_bytes is not None or r.cuda_overhead_bytes is not None:
+        fraction = f"{r.memory_fraction:.4f}" if r.memory_fraction is not None else "none"
+        info.add_row(
+            "CUDA memory",
+            f"peaks while measuring: allocated {_fmt_bytes(r.peak_allocated_bytes)}, reserved "
+            f"{_fmt_bytes(r.peak_reserved_bytes)}, NVML process {_fmt_bytes(r.nvml_peak_bytes)}; "
+            f"outside the allocator {_fmt_bytes(r.cuda_overhead_bytes)}; allocator fraction "
+            f"{fraction}; retries {r.alloc_retries}, OOMs recovered {r.alloc_ooms}",
+        )
     info.add_row(
         "time",
         f"overhead {r.overhead_s:.1f} s (process start, imports, dataset, model: not in the "

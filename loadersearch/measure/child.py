@@ -89,11 +89,21 @@ def _measure(out: TextIO, wspec: WorkloadSpec, config: LoaderConfig, plan: Measu
     from loadersearch.workload import create_workload
 
     workload = create_workload(wspec)
-    import torch
-
-    cuda_index = torch.cuda.current_device() if workload.cuda else None
+    cuda_index = workload.device.index if workload.cuda else None
     probes = Probes(cuda_index).start()
+    memory = None
+    if workload.cuda:
+        from loadersearch.measure.cuda import CudaMemory
+
+        cap = wspec.vram_cap if wspec.kind != "emulated" else None
+        memory = CudaMemory(workload.device, cap, probes.process_used)
+        memory.apply_cap()
     notes = list(workload.notes)
+    if memory is not None and memory.state.cap_bytes is not None and plan.warmup_epochs == 0:
+        notes.append(
+            "no warm-up epoch: the memory outside the allocator (CUDA context, kernels) was not "
+            "measured, so the VRAM cap limits the allocator only"
+        )
     if config.pin_memory and not workload.cuda:
         notes.append("pin_memory has no effect without a CUDA device (batches stay on the host)")
     dataset_len = len(workload.dataset)
@@ -126,6 +136,8 @@ def _measure(out: TextIO, wspec: WorkloadSpec, config: LoaderConfig, plan: Measu
 
     def on_measuring(measuring: bool) -> None:
         if measuring:
+            if memory is not None:
+                memory.begin_measured()
             probes.begin_measured()
         else:
             probes.end_measured()
@@ -139,11 +151,13 @@ def _measure(out: TextIO, wspec: WorkloadSpec, config: LoaderConfig, plan: Measu
             on_window=on_window,
             on_warmup=on_warmup,
             on_measuring=on_measuring,
+            after_first_step=memory.settle if memory is not None else None,
         )
     finally:
         probes.stop()
+    cuda_fields = memory.summary() if memory is not None else {}
     proj = project(record.epochs, config.batch_size, config.num_workers, full)
-    late_notes = []
+    late_notes = list(cuda_fields.pop("notes", []))
     if probes.nvml.handle is not None and probes.nvml_peak is None:
         late_notes.append(
             "NVML lists no process with this pid (a container's PID namespace?): the "
@@ -165,8 +179,11 @@ def _measure(out: TextIO, wspec: WorkloadSpec, config: LoaderConfig, plan: Measu
         window_cv=window_cv([w.rate for w in windows], plan.windows_per_epoch),
         wait_fraction=sum(w.wait_s for w in windows) / seconds if seconds > 0 else 0.0,
         warmup_s=record.warmup_s,
-        peak_vram_bytes=workload.peak_vram(),
+        peak_vram_bytes=(
+            cuda_fields["peak_reserved_bytes"] if memory is not None else workload.peak_vram()
+        ),
         notes=late_notes,
+        **cuda_fields,
         **probes.summary(),
     )
 

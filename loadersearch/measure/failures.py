@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import re
 import signal
+import traceback
 
-from loadersearch.errors import BadSampleError, DatasetError
+from loadersearch.errors import BadSampleError, DatasetError, DeviceError
 from loadersearch.measure.result import (
     BAD_DATASET,
     BAD_SAMPLE,
@@ -19,6 +20,7 @@ from loadersearch.measure.result import (
     INFEASIBLE,
     INVALID_CONFIG,
     KILLED,
+    NO_DEVICE,
     VRAM_CAP,
     WORKER_KILLED,
 )
@@ -29,9 +31,46 @@ _WORKER_DIED = re.compile(r"DataLoader worker \(pid.*")
 _WORKER_EXC = re.compile(r"^(?:[\w.]+\.)?(\w+): (.*)$", re.MULTILINE)
 
 
+# Device memory exhausted, as torch words it: the caching allocator's torch.OutOfMemoryError
+# ("CUDA out of memory. Tried to allocate ..."), a CUDA call that failed for lack of memory
+# (torch.AcceleratorError "CUDA error: out of memory", e.g. creating the context or loading a
+# kernel), and cuBLAS/cuDNN failing to allocate their workspaces or handles.
+_DEVICE_OOM = re.compile(
+    r"CUDA out of memory|CUDA error: out of memory|CUBLAS_STATUS_ALLOC_FAILED"
+    r"|CUDNN_STATUS_ALLOC_FAILED"
+)
+# torch's advice after its OOM detail; the detail (sizes, "N GiB allowed") is what we keep.
+_OOM_ADVICE = re.compile(r"\s*(If reserved but unallocated|CUDA kernel errors might|Compile with)")
+
+
+def _torch_detail(text: str) -> str:
+    """torch's own description of an out-of-memory error, without its generic advice."""
+    first = _OOM_ADVICE.split(text.strip(), maxsplit=1)[0]
+    return " ".join(first.split())
+
+
+def _in_pin_memory(e: BaseException) -> bool:
+    """Whether ``e`` came from pinning a batch: the pin-memory thread's wrapped exception
+    ("Caught ... in pin memory thread for device N"), or a traceback through DataLoader's
+    pin_memory (with num_workers=0 the main thread pins)."""
+    if "in pin memory thread" in str(e):
+        return True
+    frames = traceback.extract_tb(e.__traceback__) if e.__traceback__ else []
+    return any(f.filename.replace("\\", "/").endswith("_utils/pin_memory.py") for f in frames)
+
+
 def _last_line(text: str) -> str:
     lines = [ln.strip() for ln in str(text).strip().splitlines() if ln.strip()]
     return lines[-1] if lines else ""
+
+
+def _original_text(text: str) -> str:
+    """The original exception's message when ``text`` is a wrapped one ("Caught X in ...
+    Original Traceback ... module.X: message"), else ``text``."""
+    if not text.startswith("Caught "):
+        return text
+    found = list(_WORKER_EXC.finditer(text))
+    return text[found[-1].start(2) :] if found else text
 
 
 def _original(e: BaseException, name: str) -> str | None:
@@ -47,12 +86,30 @@ def classify_exception(
     e: BaseException, batch_size: int | None = None, cap_bytes: int | None = None
 ) -> tuple[str, str, str]:
     """(status, reason, message) for an exception raised in the measuring child."""
+    from loadersearch.measure.cuda import CapTooSmall
     from loadersearch.workload.emulated import VramCapExceeded
 
     if isinstance(e, VramCapExceeded):
         return INFEASIBLE, VRAM_CAP, str(e)
-    if type(e).__name__ == "OutOfMemoryError" or "CUDA out of memory" in str(e):
-        return INFEASIBLE, VRAM_CAP, str(VramCapExceeded(batch_size or 0, None, cap_bytes))
+    if isinstance(e, CapTooSmall):
+        return INFEASIBLE, VRAM_CAP, str(e)
+    if isinstance(e, DeviceError):
+        return ERROR, NO_DEVICE, str(e)
+    text = str(e)
+    oom = type(e).__name__ == "OutOfMemoryError" or _DEVICE_OOM.search(text) is not None
+    if oom and _in_pin_memory(e):
+        # Pinned (page-locked) batches are host memory: cudaHostAlloc failing is host RAM
+        # exhausted (or the locked-memory limit), whatever the CUDA error says.
+        return (
+            INFEASIBLE,
+            HOST_OOM,
+            "pinned host memory exhausted while pinning a batch (pin_memory=True: fewer "
+            "workers, a smaller batch or prefetch_factor, or no pinning): "
+            + _torch_detail(_original_text(text)),
+        )
+    if oom:
+        limit = str(VramCapExceeded(batch_size or 0, None, cap_bytes))
+        return INFEASIBLE, VRAM_CAP, f"{limit} (torch: {_torch_detail(_original_text(text))})"
     if isinstance(e, BadSampleError):
         return ERROR, BAD_SAMPLE, f"bad sample {e.path}: {e.reason}"
     sample = _original(e, "BadSampleError")
@@ -62,7 +119,6 @@ def classify_exception(
         return ERROR, BAD_DATASET, _original(e, "DatasetError") or str(e)
     if isinstance(e, MemoryError) or _original(e, "MemoryError") is not None:
         return INFEASIBLE, HOST_OOM, "host memory exhausted (MemoryError)"
-    text = str(e)
     m = _WORKER_DIED.search(text)
     if isinstance(e, RuntimeError) and m and "Caught " not in text:
         msg = m.group(0).rstrip(". ")

@@ -8,6 +8,21 @@ dataset, and a fixed seed, so that every trial sees the same images in the same 
 
 Per step the loop only takes two clock readings and records CUDA events: the device is
 synchronised at window edges only, and one message is written per window, nothing per step.
+
+What the clocks mean on CUDA, where the host queues device work and runs ahead of it:
+
+* ``wait``: host time blocked in ``next(iterator)``, i.e. waiting for the DataLoader. The
+  device may still be computing earlier steps meanwhile (that overlap is what a good loader
+  configuration buys), so ``wait`` is the time the *training loop* stalled, not the device.
+* ``h2d``: device time of the host-to-device copies, from CUDA events around them, read at
+  window edges. With ``pin_memory`` the copies are asynchronous and may overlap compute; a
+  pageable copy also blocks the host for its duration.
+* ``compute``: the rest of the window, ``seconds - wait - h2d``: the host queuing the step plus
+  every wait for the device (the synchronisation at the window's end, and any inside the step:
+  AMP's GradScaler reads its inf check once per step; the loss itself never synchronises).
+
+The three add up to the window's wall time, which is what the throughput is computed from; the
+parts say where it went. On a CPU everything is synchronous and ``h2d`` is a host-side copy.
 """
 
 from __future__ import annotations
@@ -108,22 +123,21 @@ class _Clock:
         if self.barrier is not None:
             self.barrier()
 
-    def to_device(self, batch: Any, non_blocking: bool) -> tuple[Any, Any]:
-        images, targets = batch
+    def to_device(self, batch: Any, non_blocking: bool) -> tuple[Any, ...]:
+        """Every tensor of the batch (images, targets and whatever the collate adds) on the
+        device, in order."""
         if self.cuda:
             start = self.torch.cuda.Event(enable_timing=True)
             end = self.torch.cuda.Event(enable_timing=True)
             start.record()
-            images = images.to(self.device, non_blocking=non_blocking)
-            targets = targets.to(self.device, non_blocking=non_blocking)
+            moved = tuple(x.to(self.device, non_blocking=non_blocking) for x in batch)
             end.record()
             self.events.append((start, end))
-            return images, targets
+            return moved
         t = time.perf_counter()
-        images = images.to(self.device)
-        targets = targets.to(self.device)
+        moved = tuple(x.to(self.device) for x in batch)
         self.host_h2d += time.perf_counter() - t
-        return images, targets
+        return moved
 
     def take_h2d(self) -> float:
         """Copy seconds since the last call; call after :meth:`sync`."""
@@ -149,11 +163,13 @@ def _run_epoch(
     edges: list[int],
     non_blocking: bool,
     end_window: Callable[[int, _WindowClock, float, float], None] | None,
+    after_first_step: Callable[[], None] | None = None,
 ) -> tuple[float, list[float]]:
     """One epoch as a training loop runs it: ``iter(loader)``, then per batch the copy and the
     step. At each window edge the device is synchronised and ``end_window(win, window,
-    seconds, h2d)`` is called (measured epochs only). Returns the epoch's seconds and each
-    batch's arrival time since ``iter(loader)``."""
+    seconds, h2d)`` is called (measured epochs only). ``after_first_step()`` runs once after the
+    epoch's first step (unmeasured epochs only). Returns the epoch's seconds and each batch's
+    arrival time since ``iter(loader)``."""
     clock.sync()
     clock.take_h2d()
     t_iter = time.perf_counter()
@@ -168,9 +184,11 @@ def _run_epoch(
         arrivals.append(t_got - t_iter)
         if step == 0:
             window.start_s = t_got - t_iter
-        images, targets = clock.to_device(batch, non_blocking)
-        step_fn(images, targets)
-        del batch, images, targets
+        moved = clock.to_device(batch, non_blocking)
+        step_fn(*moved)
+        del batch, moved
+        if step == 0 and after_first_step is not None:
+            after_first_step()
         step += 1
         if step == edges[win] and win < len(edges) - 1:
             if end_window is not None:
@@ -200,11 +218,14 @@ def run_loop(
     on_window: Callable[[Window], None],
     on_warmup: Callable[[int, float], None],
     on_measuring: Callable[[bool], None] = lambda measuring: None,
+    after_first_step: Callable[[], None] | None = None,
     rank: int = 0,
     world_size: int = 1,
     barrier: Callable[[], None] | None = None,
 ) -> LoopRecord:
     """Run the warm-up and the measured epochs; ``on_window`` gets each window as it ends.
+    ``after_first_step()`` runs once, after the first warm-up step (never in a measured epoch;
+    not at all without a warm-up): where the child settles the VRAM cap.
 
     One rank of several (:mod:`loadersearch.measure.ranks`) passes its ``rank``, the
     ``world_size`` and a ``barrier`` that waits for every rank: its sampler draws its shard of
@@ -225,7 +246,8 @@ def run_loop(
     for epoch in range(plan.warmup_epochs):
         steps = plan.warmup_steps or plan.steps
         sampler.num_samples = steps * config.batch_size
-        seconds, _ = _run_epoch(loader, clock, workload.step, [steps], non_blocking, None)
+        first = after_first_step if epoch == 0 else None
+        seconds, _ = _run_epoch(loader, clock, workload.step, [steps], non_blocking, None, first)
         on_warmup(epoch, seconds)
     record.warmup_s = time.perf_counter() - warm_t0
     on_measuring(True)

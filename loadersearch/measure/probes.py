@@ -3,7 +3,9 @@
 A background thread samples every ``interval`` seconds: the RSS summed over the child and all
 its DataLoader workers (copy-on-read growth shows here; shared pages count once per process, so
 this is an upper bound), /dev/shm use, and with NVML the GPU utilisation and this process's
-device memory (the CUDA context included). The CPU utilisation of the process tree during the
+device memory (the CUDA context included; its peak is that of the measured epochs). The device
+is found in NVML by its UUID, so CUDA_VISIBLE_DEVICES renumbering and MIG slices watch the GPU
+(or slice) this process uses. The CPU utilisation of the process tree during the
 measured epochs is exact rather than sampled: CPU time of the child, of its reaped workers
 (``RUSAGE_CHILDREN``) and of its live workers, at the start and the end of the measured epochs.
 
@@ -69,6 +71,29 @@ def tree_cpu_seconds(proc: psutil.Process) -> float:
     return total
 
 
+def nvml_uuids(torch_uuid: str) -> list[str]:
+    """NVML's spellings of the device whose torch UUID is ``torch_uuid``.
+
+    torch prints ``cudaDeviceProp.uuid`` as bare 8-4-4-4-12 hex digits; NVML names the same
+    device ``GPU-<uuid>``, or ``MIG-<uuid>`` when it is a MIG slice (the UUID does not say
+    which, so both are tried, the whole GPU first). A UUID that already has a prefix is kept."""
+    uuid = torch_uuid.strip()
+    if uuid.startswith(("GPU-", "MIG-")):
+        return [uuid]
+    return [f"GPU-{uuid}", f"MIG-{uuid}"]
+
+
+def handle_by_uuid(pynvml: Any, torch_uuid: str) -> Any:
+    """The NVML handle of the device torch names ``torch_uuid`` (``pynvml`` is the module).
+    Raises ``pynvml.NVMLError_NotFound`` when NVML knows no device by that UUID."""
+    for candidate in nvml_uuids(torch_uuid):
+        try:
+            return pynvml.nvmlDeviceGetHandleByUUID(candidate)
+        except pynvml.NVMLError_NotFound:
+            continue
+    raise pynvml.NVMLError_NotFound()
+
+
 class _Nvml:
     """NVML handle for the device this process uses; ``status`` says why when absent."""
 
@@ -99,18 +124,13 @@ class _Nvml:
             self.status = f"absent: cannot find the CUDA device in NVML ({e})"
 
     def _handle(self, cuda_index: int) -> Any:
-        pynvml = self.pynvml
-        try:
-            import torch
+        """The NVML handle of the device torch calls ``cuda_index``, found by its UUID: NVML
+        indexes every GPU of the machine, torch only the visible ones (CUDA_VISIBLE_DEVICES
+        renumbers them), and a MIG slice is a device of its own that a PCI bus id cannot name
+        (it would watch the whole GPU)."""
+        import torch
 
-            p = torch.cuda.get_device_properties(cuda_index)
-            bus = f"{p.pci_domain_id:08x}:{p.pci_bus_id:02x}:{p.pci_device_id:02x}.0"
-            return pynvml.nvmlDeviceGetHandleByPciBusId(bus)
-        except (
-            AttributeError,
-            pynvml.NVMLError,
-        ):  # older torch, or a bus id NVML spells otherwise
-            return pynvml.nvmlDeviceGetHandleByIndex(cuda_index)
+        return handle_by_uuid(self.pynvml, str(torch.cuda.get_device_properties(cuda_index).uuid))
 
     def sample(self, pid: int) -> tuple[float | None, int | None]:
         """(GPU utilisation %, this process's device memory in bytes)."""
@@ -156,9 +176,11 @@ class Probes:
 
     def begin_measured(self) -> None:
         self._cpu0, self._t0 = tree_cpu_seconds(self.proc), time.perf_counter()
+        self.nvml_peak = None  # the peak of the measured epochs, like the allocator's
         self.measuring = True
 
     def end_measured(self) -> None:
+        self._sample()  # the measured epochs' last figures, whatever the sampling phase
         self.measuring = False
         wall = time.perf_counter() - self._t0
         if wall > 0:
@@ -170,13 +192,17 @@ class Probes:
             self._thread.join(timeout=2.0)
         self._sample()
 
+    def process_used(self) -> int | None:
+        """NVML's device memory of this process now (CUDA context included), or None."""
+        return self.nvml.sample(self.proc.pid)[1]
+
     def _sample(self) -> None:
         self.peak_rss = max(self.peak_rss, tree_rss_bytes(self.proc))
         shm = shm_used_bytes()
         if shm is not None and self.shm_base is not None:
             self.shm_peak = max(self.shm_peak or 0, shm - self.shm_base, 0)
         util, used = self.nvml.sample(self.proc.pid)
-        if used is not None:
+        if used is not None and self.measuring:
             self.nvml_peak = max(self.nvml_peak or 0, used)
         if util is not None and self.measuring:
             self.gpu_util.append(util)

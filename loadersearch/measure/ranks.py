@@ -151,6 +151,40 @@ def merge_epochs(per_rank: Sequence[Sequence[dict[str, Any]]]) -> list[dict[str,
     return merged
 
 
+def merge_cuda(per_rank: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The job's CUDA memory figures from each rank's (:meth:`CudaMemory.summary` without its
+    notes): the cap is per device, so peaks and the memory outside the allocator are the
+    largest rank's, the allocator fraction the tightest; retries and OOMs add up. Empty off
+    CUDA."""
+    if not per_rank or not per_rank[0]:
+        return {}
+
+    def values(key: str) -> list[Any]:
+        return [r[key] for r in per_rank if r.get(key) is not None]
+
+    def pick(key: str, how: Callable[[list[Any]], Any]) -> Any:
+        found = values(key)
+        return how(found) if found else None
+
+    return {
+        "peak_allocated_bytes": pick("peak_allocated_bytes", max),
+        "peak_reserved_bytes": pick("peak_reserved_bytes", max),
+        "cuda_overhead_bytes": pick("cuda_overhead_bytes", max),
+        "memory_fraction": pick("memory_fraction", min),
+        "alloc_retries": pick("alloc_retries", sum),
+        "alloc_ooms": pick("alloc_ooms", sum),
+    }
+
+
+def merge_notes(per_rank: Sequence[Sequence[str]]) -> list[str]:
+    """The ranks' notes: once when every rank has it, else with the rank that has it."""
+    shared = set(per_rank[0]).intersection(*per_rank[1:]) if per_rank else set()
+    notes = [n for n in per_rank[0] if n in shared] if per_rank else []
+    for rank, rank_notes in enumerate(per_rank):
+        notes.extend(f"rank {rank}: {n}" for n in rank_notes if n not in shared)
+    return list(dict.fromkeys(notes))
+
+
 def starving_ranks(ranks: Sequence[dict[str, Any]]) -> list[str]:
     """Notes naming each rank that waits for data clearly longer than the others."""
     notes = []
@@ -256,9 +290,9 @@ def rank_main(rank: int, conns: list[Any], job: dict[str, Any]) -> None:
     from loadersearch.measure.child import _die_with_parent
 
     _die_with_parent()  # SIGKILL with the launcher (torch.multiprocessing asks for SIGINT)
-    # A spawned process keeps "spawn" as its default start method, so its DataLoader workers
-    # would re-import torch (~10 s each epoch here); a torchrun worker is a fresh interpreter
-    # whose workers start the platform's default way (fork on Linux before Python 3.14).
+    # A spawned process keeps "spawn" as its default start method; a torchrun worker is a
+    # fresh interpreter with the platform's default. (The measured DataLoader names its start
+    # method anyway: LoaderConfig.start_method.)
     multiprocessing.set_start_method(None, force=True)
     conn = conns[rank]
     for i, other in enumerate(conns):
@@ -354,7 +388,14 @@ def _run_rank(
     def barrier() -> None:
         dist.barrier(**barrier_kwargs)
 
-    probes = Probes(torch.cuda.current_device() if cuda else None).start()
+    probes = Probes(workload.device.index if cuda else None).start()
+    memory = None
+    if cuda:  # the cap per device, as one process enforces it (measure.cuda)
+        from loadersearch.measure.cuda import CudaMemory
+
+        cap = wspec.vram_cap if wspec.kind != "emulated" else None
+        memory = CudaMemory(workload.device, cap, probes.process_used)
+        memory.apply_cap()
     dataset_len = len(workload.dataset)
     send(
         "ready",
@@ -369,6 +410,8 @@ def _run_rank(
 
     def on_measuring(measuring: bool) -> None:
         if measuring:
+            if memory is not None:
+                memory.begin_measured()
             probes.begin_measured()
         else:
             probes.end_measured()
@@ -389,12 +432,14 @@ def _run_rank(
             on_window=on_window,
             on_warmup=lambda epoch, seconds: send("warmup", epoch=epoch, seconds=seconds),
             on_measuring=on_measuring,
+            after_first_step=memory.settle if memory is not None else None,
             rank=rank,
             world_size=world_size,
             barrier=barrier,
         )
     finally:
         probes.stop()
+    cuda_fields = memory.summary() if memory is not None else {}
     per_rank_images = full_epoch_images(math.ceil(dataset_len / world_size), config.batch_size)
     proj = project(record.epochs, config.batch_size, config.num_workers, per_rank_images)
     seconds = sum(w.seconds for w in windows)
@@ -405,7 +450,11 @@ def _run_rank(
         steady_rate=proj.steady_rate,
         wait_fraction=sum(w.wait_s for w in windows) / seconds if seconds > 0 else 0.0,
         window_rates=[w.rate for w in windows],
-        peak_vram_bytes=workload.peak_vram(),
+        peak_vram_bytes=(
+            cuda_fields["peak_reserved_bytes"] if memory is not None else workload.peak_vram()
+        ),
+        notes=cuda_fields.pop("notes", []),
+        cuda=cuda_fields,
         **probes.summary(),
     )
     try:
@@ -414,7 +463,7 @@ def _run_rank(
         logger.debug("destroy_process_group failed", exc_info=True)
 
 
-def _lockstep(step: Callable[[Any, Any], None], device: Any, cuda: bool) -> Callable:
+def _lockstep(step: Callable[..., None], device: Any, cuda: bool) -> Callable[..., None]:
     """The emulated step followed by a one-number all-reduce, so that the ranks advance
     together, step by step, as DDP's gradient all-reduce keeps them."""
     import torch
@@ -422,11 +471,11 @@ def _lockstep(step: Callable[[Any, Any], None], device: Any, cuda: bool) -> Call
 
     token = torch.zeros(1, device=device)
 
-    def lockstep(images: Any, targets: Any) -> None:
-        step(images, targets)
+    def lockstep(*batch: Any) -> None:
+        step(*batch)
         dist.all_reduce(token)
         if cuda:  # NCCL only queues the all-reduce; the emulated device waits for it
-            torch.cuda.synchronize(device)
+            torch.cuda.synchronize(device.index)
 
     return lockstep
 
@@ -584,6 +633,7 @@ class _Job:
                 "peak_rss_bytes": res[r]["peak_rss_bytes"],
                 "gpu_util_mean": res[r]["gpu_util_mean"],
                 "cpu_util_mean": res[r]["cpu_util_mean"],
+                **res[r]["cuda"],  # allocator peaks, retries, the cap's fraction (CUDA only)
             }
             for r in range(world)
         ]
@@ -612,8 +662,9 @@ class _Job:
             peak_rss_bytes=job["peak_rss_bytes"],
             shm_peak_bytes=job["shm_peak_bytes"],
             nvml=res[0]["nvml"],
-            notes=starving_ranks(ranks),
+            notes=merge_notes([r["notes"] for r in res]) + starving_ranks(ranks),
             ranks=ranks,
+            **merge_cuda([r["cuda"] for r in res]),
         )
 
 

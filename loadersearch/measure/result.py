@@ -30,6 +30,7 @@ HOST_OOM = "host_oom"  # host RAM exhausted
 BAD_SAMPLE = "bad_sample"  # an unreadable image or malformed label (names the file)
 BAD_DATASET = "bad_dataset"  # missing directory, unknown format, empty dataset
 INVALID_CONFIG = "invalid_config"  # e.g. prefetch_factor with num_workers=0
+NO_DEVICE = "no_device"  # the study runs on CUDA but the measuring process sees no GPU
 CRASH = "crash"  # anything else: a bug; the message carries the traceback's last line
 
 
@@ -82,8 +83,15 @@ class MeasureResult:
     wait_fraction: float = 0.0  # share of measured time the loop waited for data
     overhead_s: float = 0.0  # fixed cost of the trial: process start, imports, model build
     warmup_s: float = 0.0  # time of the unmeasured warm-up
+    # Device memory, peaks of the measured epochs (CUDA) or of the run (emulated):
     peak_vram_bytes: int | None = None  # allocator peak reserved (or emulated allocation)
+    peak_allocated_bytes: int | None = None  # allocator peak allocated (tensors alone)
+    peak_reserved_bytes: int | None = None  # allocator peak reserved (tensors + its cache)
     nvml_peak_bytes: int | None = None  # NVML per-process peak, CUDA context included
+    cuda_overhead_bytes: int | None = None  # device memory outside the allocator (context, ...)
+    memory_fraction: float | None = None  # allocator fraction that enforced the VRAM cap
+    alloc_retries: int | None = None  # allocator cache flushes + retries while measuring
+    alloc_ooms: int | None = None  # out-of-memory errors the allocator recovered from
     gpu_util_mean: float | None = None  # % from NVML during the measured epochs
     cpu_util_mean: float | None = None  # % of one core, summed over the process tree
     peak_rss_bytes: int | None = None  # trainer + all DataLoader workers

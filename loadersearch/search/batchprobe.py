@@ -21,9 +21,33 @@ from loadersearch.search.progress import Progress
 
 _logger = logging.getLogger(__name__)
 
-# Two steps are enough to reach the peak: the first allocates activations, gradients and the
-# optimizer state (and cudnn workspaces), the second confirms the steady footprint.
-PROBE_PLAN = MeasurePlan(epochs=1, steps=2, windows_per_epoch=1, warmup_epochs=0, timeout_s=180)
+# Six steps: a warm-up of two (activations, gradients, the optimizer state, cuDNN autotuning and
+# its workspaces; after the first, the child measures the memory outside the allocator and
+# tightens the cap), then four under the cap as the trials will run, so that a batch which
+# only fits before the allocator's cache fragments is not taken as fitting.
+PROBE_PLAN = MeasurePlan(
+    epochs=1, steps=4, windows_per_epoch=1, warmup_epochs=1, warmup_steps=2, timeout_s=180
+)
+# A batch fits when its allocated peak stays under this share of what the allocator may use
+# (the cap less the memory outside it): at the limit the allocator flushes its cache and
+# retries, and cuDNN falls back to slower algorithms, so the trial would run slower there.
+HEADROOM = 0.9
+
+
+def allocator_limit(cap_bytes: int | None, overhead_bytes: int | None) -> int | None:
+    """What the caching allocator may use under ``cap_bytes``: the cap less the memory outside
+    the allocator (CUDA context, kernels) when it was measured."""
+    if cap_bytes is None:
+        return None
+    return cap_bytes - (overhead_bytes or 0)
+
+
+def has_headroom(peak_allocated: int | None, limit: int | None, share: float = HEADROOM) -> bool:
+    """Whether the allocated peak leaves the headroom (True when either is unknown: the emulated
+    device allocates exactly what it says, and without a cap there is nothing to keep)."""
+    if peak_allocated is None or limit is None:
+        return True
+    return peak_allocated <= share * limit
 
 
 @dataclass
@@ -111,16 +135,27 @@ def _measure_fits(
             f"the batch-size probe at batch_size={batch} ended with {measured.status} "
             f"({measured.reason}): {measured.message}"
         )
-    ok = measured.status == OK
     peak = measured.peak_vram_bytes
+    limit = allocator_limit(workload.vram_cap, measured.cuda_overhead_bytes)
+    headroom = has_headroom(measured.peak_allocated_bytes, limit)
+    ok = measured.status == OK and headroom
+    message = measured.message or ""
+    if measured.status == OK and not headroom:
+        message = (
+            f"allocated peak {measured.peak_allocated_bytes / 2**20:,.0f} MiB is above "
+            f"{HEADROOM:.0%} of the {limit / 2**20:,.0f} MiB the allocator may use under the "
+            "cap: too close to the limit to run at full speed"
+        )
     result.probes.append(
         {
             "batch": batch,
             "fits": ok,
             "status": measured.status,
             "reason": measured.reason,
-            "message": (measured.message or "")[:200],
+            "message": message[:200],
             "peak_vram_bytes": peak,
+            "peak_allocated_bytes": measured.peak_allocated_bytes,
+            "cuda_overhead_bytes": measured.cuda_overhead_bytes,
         }
     )
     if measured.status == INFEASIBLE and measured.reason != VRAM_CAP:
@@ -128,5 +163,7 @@ def _measure_fits(
             "probe at batch %d infeasible for another reason: %s", batch, measured.reason
         )
     detail = f"peak {peak / 2**20:.0f} MiB" if peak else (measured.reason or measured.status)
+    if measured.status == OK and not headroom:
+        detail += f", over {HEADROOM:.0%} of the cap"
     progress.probe_step(batch, ok, detail)
     return ok

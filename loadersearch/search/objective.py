@@ -8,8 +8,9 @@ Outcomes (FACTS.md section 3: every sampler ignores FAIL trials):
   constraint ``feasible`` = 1, so TPE ranks the region below every feasible trial; the reason is
   mirrored in the user attributes "status"/"infeasible_reason", which optuna-dashboard shows.
 - PRUNED: PRUNED (the child was killed at the window the pruner said so).
-- ERROR that is the dataset's fault (bad sample, bad dataset): the whole run stops with the
-  message, since every other trial would fail the same way.
+- ERROR that is the dataset's fault (bad sample, bad dataset), or a CUDA study whose measuring
+  process sees no GPU: the whole run stops with the message, since every other trial would
+  fail the same way.
 - ERROR of the tool itself (a crash): FAIL; three in a row stop the run.
 """
 
@@ -21,7 +22,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from loadersearch import hostlock
-from loadersearch.errors import DatasetError, StudyError
+from loadersearch.errors import DatasetError, DeviceError, StudyError
 from loadersearch.measure.result import (
     BAD_DATASET,
     BAD_SAMPLE,
@@ -29,6 +30,7 @@ from loadersearch.measure.result import (
     INFEASIBLE,
     INTERRUPTED,
     INVALID_CONFIG,
+    NO_DEVICE,
     OK,
     PRUNED,
     MeasureResult,
@@ -97,7 +99,15 @@ def result_attrs(result: MeasureResult) -> dict[str, Any]:
         "wait_fraction": r(result.wait_fraction),
         "window_cv": r(result.window_cv),
         "peak_vram_bytes": result.peak_vram_bytes,
+        "peak_allocated_bytes": result.peak_allocated_bytes,
+        "peak_reserved_bytes": result.peak_reserved_bytes,
         "nvml_peak_bytes": result.nvml_peak_bytes,
+        "cuda_overhead_bytes": result.cuda_overhead_bytes,
+        "alloc_retries": result.alloc_retries,
+        "alloc_ooms": result.alloc_ooms,
+        # allocator retries or OOMs while measuring: ran at its memory limit, slower
+        "memory_pressure": bool(result.alloc_retries or result.alloc_ooms),
+        "start_method": result.config.start_method,
         "gpu_util_mean": r(result.gpu_util_mean, 1),
         "cpu_util_mean": r(result.cpu_util_mean, 1),
         "peak_rss_bytes": result.peak_rss_bytes,
@@ -198,6 +208,8 @@ class Objective:
             return 0.0
         if result.status == INTERRUPTED:
             raise KeyboardInterrupt
+        if result.reason == NO_DEVICE:
+            raise DeviceError(f"{result.message} Every trial would fail the same way.")
         if result.reason in (BAD_SAMPLE, BAD_DATASET):
             raise DatasetError(
                 f"the dataset cannot be loaded ({result.reason}): {result.message}. Every trial "

@@ -230,6 +230,17 @@ def uses_cuda(workload: WorkloadSpec, hardware: Hardware) -> bool:
     return workload.device == "cuda" or hardware.gpu_count > 0
 
 
+def resolved_workload(workload: WorkloadSpec, hardware: Hardware) -> WorkloadSpec:
+    """``workload`` with ``device="auto"`` replaced by the device this study resolved to, as
+    the measuring child must use it: a study named and sized for a GPU then runs on CUDA or
+    fails with the reason (an old driver, ``CUDA_VISIBLE_DEVICES=""``), instead of silently
+    measuring the CPU at 128 px under the GPU study's name. The emulated workload keeps
+    ``auto``: it only moves its batches to whatever device is there."""
+    if workload.device != "auto" or workload.kind == "emulated":
+        return workload
+    return dataclasses.replace(workload, device="cuda" if uses_cuda(workload, hardware) else "cpu")
+
+
 def cpu_bound(workload: WorkloadSpec, hardware: Hardware) -> bool:
     """Whether the CPU does the heavy work of this measurement: training on a CPU, or any
     workload on a host without a GPU (its loader decodes ~50-100 img/s at 416 px). Such

@@ -1,27 +1,39 @@
-"""The search space: which values of the five DataLoader knobs a study may try.
+"""The search space: which values of the DataLoader knobs a study may try.
 
 A :class:`SearchSpace` is plain data (it is stored in the study so that every resume and every
-worker samples the same distributions). Integer knobs are ranges, boolean knobs are tuples of
-choices; a knob with one possible value is *fixed* and is not suggested at all.
-``prefetch_factor`` and ``persistent_workers`` are conditional: they exist only when the trial
-has ``num_workers > 0`` (PyTorch rejects them otherwise).
+worker samples the same distributions). Integer knobs are ranges, boolean and choice knobs are
+tuples of choices; a knob with one possible value is *fixed* and is not suggested at all.
+``prefetch_factor``, ``persistent_workers`` and ``start_method`` are conditional: they exist
+only when the trial has ``num_workers > 0`` (PyTorch rejects them otherwise).
+
+``start_method`` (the workers' ``multiprocessing_context``) is fixed by default (fork on Linux):
+``--fix start_method=spawn`` measures another one, ``--space start_method=fork,spawn`` searches.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from loadersearch.config import LoaderConfig
+from loadersearch.config import DEFAULT_START_METHOD, LoaderConfig, check_start_method
 
 if TYPE_CHECKING:
     import optuna
 
-KNOBS = ("num_workers", "batch_size", "pin_memory", "prefetch_factor", "persistent_workers")
+KNOBS = (
+    "num_workers",
+    "batch_size",
+    "pin_memory",
+    "prefetch_factor",
+    "persistent_workers",
+    "start_method",
+)
 INT_KNOBS = ("num_workers", "batch_size", "prefetch_factor")
 BOOL_KNOBS = ("pin_memory", "persistent_workers")
+CHOICE_KNOBS = ("start_method",)  # strings
 MAX_WORKERS = 32  # beyond this, start-up and shared memory cost more than any machine gains
 MAX_PREFETCH = 8
 _TRUE = ("1", "true", "yes", "on")
@@ -52,6 +64,8 @@ class SearchSpace:
     prefetch_factor: tuple[int, int] = (1, MAX_PREFETCH)  # only used when num_workers > 0
     pin_memory: tuple[bool, ...] = (False, True)
     persistent_workers: tuple[bool, ...] = (False, True)  # only used when num_workers > 0
+    # fixed unless the user asks (a study stored before this knob existed loads this default)
+    start_method: tuple[str, ...] = (DEFAULT_START_METHOD,)  # only used when num_workers > 0
 
     def __post_init__(self) -> None:
         for name in INT_KNOBS:
@@ -87,6 +101,17 @@ class SearchSpace:
                 raise SpaceError(f"{name} needs at least one choice (true, false or both).")
             # A fixed order keeps a categorical's choices identical across resumes.
             object.__setattr__(self, name, tuple(sorted(choices)))
+        if isinstance(self.start_method, str):
+            object.__setattr__(self, "start_method", (self.start_method,))
+        methods = tuple(dict.fromkeys(str(m) for m in self.start_method))
+        if not methods:
+            raise SpaceError("start_method needs at least one choice, e.g. start_method=fork.")
+        for m in methods:
+            try:
+                check_start_method(m)
+            except ValueError as e:
+                raise SpaceError(str(e)) from e
+        object.__setattr__(self, "start_method", tuple(sorted(methods)))
 
     # -- building ------------------------------------------------------------------------------
 
@@ -94,6 +119,8 @@ class SearchSpace:
         """A copy with ``knob`` narrowed to ``text`` (``lo:hi``, ``lo:hi:step``, ``pow2:lo:hi``
         or, for boolean knobs, ``true``/``false``/``both``)."""
         _check_knob(knob)
+        if knob in CHOICE_KNOBS:
+            return dataclasses.replace(self, **{knob: _parse_choices(text)})
         if knob in BOOL_KNOBS:
             if text.strip().lower() in ("both", "any", "true,false", "false,true"):
                 return dataclasses.replace(self, **{knob: (False, True)})
@@ -120,6 +147,14 @@ class SearchSpace:
     def with_fixed(self, knob: str, text: str | int | bool) -> SearchSpace:
         """A copy with ``knob`` fixed to one value."""
         _check_knob(knob)
+        if knob in CHOICE_KNOBS:
+            choices = _parse_choices(str(text))
+            if len(choices) != 1:
+                raise SpaceError(
+                    f"--fix {knob} takes one value but got {text!r}; to search several use "
+                    f"--space {knob}={text}."
+                )
+            return dataclasses.replace(self, **{knob: choices})
         if knob in BOOL_KNOBS:
             value = text if isinstance(text, bool) else _parse_bool(knob, str(text))
             return dataclasses.replace(self, **{knob: (value,)})
@@ -148,7 +183,7 @@ class SearchSpace:
                 out[name] = lo
         if len(self.batch_choices()) == 1:
             out["batch_size"] = self.batch_choices()[0]
-        for name in BOOL_KNOBS:
+        for name in BOOL_KNOBS + CHOICE_KNOBS:
             if len(getattr(self, name)) == 1:
                 out[name] = getattr(self, name)[0]
         return out
@@ -204,7 +239,7 @@ class SearchSpace:
             lo, hi = getattr(self, name)
             return trial.suggest_int(name, lo, hi)
 
-        def bool_knob(name: str) -> bool:
+        def choice_knob(name: str) -> Any:
             if name in fixed:
                 return fixed[name]
             return trial.suggest_categorical(name, list(getattr(self, name)))
@@ -217,18 +252,21 @@ class SearchSpace:
         else:
             choices = self.batch_choices()
             batch = trial.suggest_int("batch_size", choices[0], choices[-1], step=self.batch_step)
-        pin = bool_knob("pin_memory")
+        pin = choice_knob("pin_memory")
         prefetch: int | None = None
         persistent = False
+        start: str | None = None
         if workers > 0:
             prefetch = int_knob("prefetch_factor")
-            persistent = bool_knob("persistent_workers")
+            persistent = choice_knob("persistent_workers")
+            start = choice_knob("start_method")
         return LoaderConfig(
             num_workers=workers,
             batch_size=batch,
             pin_memory=pin,
             prefetch_factor=prefetch,
             persistent_workers=persistent,
+            start_method=start,
         )
 
     def clamp(self, config: LoaderConfig) -> LoaderConfig:
@@ -239,7 +277,7 @@ class SearchSpace:
             lo, hi = getattr(self, name)
             return fixed.get(name, min(max(value, lo), hi))
 
-        def pick(name: str, value: bool) -> bool:
+        def pick(name: str, value: Any) -> Any:
             choices = getattr(self, name)
             return value if value in choices else choices[0]
 
@@ -248,15 +286,19 @@ class SearchSpace:
         batch = min(choices, key=lambda b: (abs(b - config.batch_size), b))
         prefetch = None
         persistent = False
+        start = None
         if workers > 0:
             prefetch = clip("prefetch_factor", config.prefetch_factor)
             persistent = pick("persistent_workers", config.persistent_workers)
+            # A baseline rule names no start method: the space's default (or fixed) one.
+            start = pick("start_method", config.start_method or DEFAULT_START_METHOD)
         return LoaderConfig(
             num_workers=workers,
             batch_size=batch,
             pin_memory=pick("pin_memory", config.pin_memory),
             prefetch_factor=prefetch,
             persistent_workers=persistent,
+            start_method=start,
         )
 
     def params_of(self, config: LoaderConfig) -> dict[str, Any]:
@@ -268,6 +310,7 @@ class SearchSpace:
         if config.num_workers > 0:
             params["prefetch_factor"] = config.prefetch_factor
             params["persistent_workers"] = config.persistent_workers
+            params["start_method"] = config.start_method
         return {k: v for k, v in params.items() if k not in fixed}
 
 
@@ -285,6 +328,27 @@ def _parse_int(knob: str, text: str) -> int:
         return int(text)
     except ValueError as e:
         raise SpaceError(f"{knob} needs whole numbers but got {text!r}.") from e
+
+
+def _parse_choices(text: str) -> tuple[str, ...]:
+    """Start methods from ``fork``, ``fork,spawn`` or ``all``."""
+    from loadersearch.config import START_METHODS
+
+    low = text.strip().lower()
+    if low in ("all", "any"):
+        import multiprocessing
+
+        return tuple(m for m in START_METHODS if m in multiprocessing.get_all_start_methods())
+    # "fork,spawn" on the command line; a TOML list arrives as "fork:spawn"
+    choices = tuple(dict.fromkeys(p.strip() for p in re.split("[,:]", low) if p.strip()))
+    for c in choices:
+        try:
+            check_start_method(c)
+        except ValueError as e:
+            raise SpaceError(str(e)) from e
+    if not choices:
+        raise SpaceError(f"cannot read start_method={text!r}; write e.g. start_method=spawn.")
+    return choices
 
 
 def _parse_bool(knob: str, text: str) -> bool:

@@ -29,7 +29,7 @@ from loadersearch.search.batchprobe import ProbeResult, probe_max_batch
 from loadersearch.search.confirm import confirm_study, confirmation_is_current
 from loadersearch.search.objective import MeasureFn, Objective, TrialCrash, default_measure
 from loadersearch.search.progress import Progress
-from loadersearch.search.settings import StudySettings, uses_cuda
+from loadersearch.search.settings import StudySettings, resolved_workload, uses_cuda
 from loadersearch.search.space import SearchSpace, SpaceError
 
 if TYPE_CHECKING:
@@ -221,9 +221,7 @@ def _check_same_spec(study: optuna.Study, settings: StudySettings, url: str) -> 
             "choose another name with --study."
         )
     wanted = settings.spec_dict()
-    # A key the stored spec lacks (a study from before the key existed) holds its default.
-    defaults = {"workload": WorkloadSpec().to_dict(), "plan": MeasurePlan().to_dict()}
-    stored = {part: {**defaults.get(part, {}), **value} for part, value in stored.items()}
+    stored = _with_defaults(stored)
     diffs = [
         f"{part}.{key}: stored {stored[part].get(key)!r}, now {wanted[part].get(key)!r}"
         for part in ("workload", "plan", "space")
@@ -236,6 +234,22 @@ def _check_same_spec(study: optuna.Study, settings: StudySettings, url: str) -> 
             "); results would be mixed. Use the same options to resume it, or name a new study "
             "with --study NAME."
         )
+
+
+def _with_defaults(stored: dict[str, Any]) -> dict[str, Any]:
+    """A stored spec with the fields its loadersearch did not know yet filled in with their
+    defaults (e.g. the space's start_method), so that a study stored before a field existed
+    still resumes. Parts that no longer load are compared as stored."""
+    from loadersearch.config import MeasurePlan, WorkloadSpec
+
+    out = dict(stored)
+    for part, cls in (("workload", WorkloadSpec), ("plan", MeasurePlan), ("space", SearchSpace)):
+        try:
+            filled = cls.from_dict(stored.get(part, {})).to_dict()
+        except (TypeError, ValueError):
+            continue
+        out[part] = {**filled, **stored.get(part, {})}
+    return out
 
 
 def _norm(value: Any) -> Any:
@@ -374,7 +388,11 @@ def run_study(
 
     if create and study.user_attrs.get("trials") != settings.trials:
         study.set_user_attr("trials", settings.trials)  # the total workers aim at
-    probe = ensure_probe(study, settings, hardware, measure_fn=measure_fn, progress=progress)
+    # The child measures on the device this study resolved to (never its own guess).
+    measured = dataclasses.replace(
+        settings, workload=resolved_workload(settings.workload, hardware)
+    )
+    probe = ensure_probe(study, measured, hardware, measure_fn=measure_fn, progress=progress)
     space = bounded_space(settings.space, probe)
     if settings.baselines:
         enqueue_baselines(study, space, hardware, gpu=gpu, ranks=settings.workload.gpus)
@@ -382,7 +400,7 @@ def run_study(
         study.set_user_attr("baselines", [])  # the creator chose none: workers add none
 
     objective = Objective(
-        space, settings.workload, settings.plan, measure_fn=measure_fn, progress=progress
+        space, measured.workload, settings.plan, measure_fn=measure_fn, progress=progress
     )
 
     def report_end(study_: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:

@@ -38,12 +38,51 @@ def cuda_available() -> bool:
     return torch.cuda.is_available()
 
 
+def cuda_unavailable_reason() -> str:
+    """Why this process's torch sees no CUDA device, as far as it can tell."""
+    import ctypes
+    import warnings
+
+    import torch
+
+    from loadersearch.hardware import VISIBLE_ENV, parse_visible_devices
+
+    if torch.version.cuda is None:
+        return f"this torch ({torch.__version__}) is built without CUDA"
+    visible = os.environ.get(VISIBLE_ENV)
+    if visible is not None and parse_visible_devices(visible) == []:
+        return f"{VISIBLE_ENV}={visible!r} hides every GPU from this process"
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.cuda.is_available()  # torch warns the reason (e.g. a driver too old for it)
+    said = [str(w.message).strip().splitlines()[0] for w in caught if str(w.message).strip()]
+    if said:
+        return "torch says: " + " ".join(said)
+    try:
+        ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return "no NVIDIA driver here (libcuda.so.1 cannot be loaded)"
+    return (
+        f"no CUDA device found (torch {torch.__version__} built for CUDA {torch.version.cuda}; "
+        f"{VISIBLE_ENV}={visible!r})"
+    )
+
+
 def resolve_device(device: str) -> str:
-    """``auto`` -> ``cuda`` when a CUDA device is present, else ``cpu``."""
+    """``auto`` -> ``cuda`` when a CUDA device is present, else ``cpu``. ``cuda`` without a
+    CUDA device raises :class:`~loadersearch.errors.DeviceError` with the reason: a study
+    resolved to CUDA must not be measured on the CPU."""
     if device == "auto":
         return "cuda" if cuda_available() else "cpu"
     if device == "cuda" and not cuda_available():
-        raise ValueError("device='cuda' was asked for but torch sees no CUDA device; use 'auto'.")
+        from loadersearch.errors import DeviceError
+
+        raise DeviceError(
+            f"this measurement must run on CUDA but torch sees no CUDA device: "
+            f"{cuda_unavailable_reason()}. Measuring on the CPU instead would answer for "
+            "another machine; make the GPU visible (driver, CUDA_VISIBLE_DEVICES, container "
+            "--gpus), or measure on the CPU on purpose with --device cpu (a separate study)."
+        )
     return device
 
 
@@ -52,24 +91,26 @@ class Workload:
     """Everything the timed loop needs; built inside the measuring child."""
 
     kind: str
-    device: Any  # torch.device the batches are moved to
+    device: Any  # torch.device the batches are moved to (cuda:N with its index, or cpu)
     device_label: str  # "cuda:0 (NVIDIA H200)", "cpu (2 cores)", "emulated (...)"
     img_size: int
     dataset: Any  # a map-style torch Dataset
     collate_fn: Callable
     worker_init_fn: Callable | None
-    step: Callable[[Any, Any], None]  # (images uint8 (B,3,S,S) on device, targets (n,6))
+    # (images uint8 (B,3,S,S), targets (n,6), their target_layout (B,m)), all on the device
+    step: Callable[..., None]
     emulated: bool = False
     notes: list[str] = field(default_factory=list)
-    peak_vram: Callable[[], int | None] = lambda: None  # bytes, after the run
+    # emulated allocation peak in bytes, after the run (CUDA peaks: loadersearch.measure.cuda)
+    peak_vram: Callable[[], int | None] = lambda: None
     cuda: bool = False
 
 
-def _device_label(device_type: str) -> str:
-    if device_type == "cuda":
+def _device_label(device: Any) -> str:
+    if device.type == "cuda":
         import torch
 
-        return f"cuda:{torch.cuda.current_device()} ({torch.cuda.get_device_name()})"
+        return f"cuda:{device.index} ({torch.cuda.get_device_name(device.index)})"
     return f"cpu ({os.cpu_count() or 1} cores)"
 
 
@@ -103,13 +144,14 @@ def _train_step(
         raise ValueError(f"Unknown optimizer {spec.optimizer!r}; choose one of sgd, adamw.")
     scaler = torch.amp.GradScaler("cuda", enabled=cuda)
 
-    def step(images: Any, targets: Any) -> None:
+    def step(images: Any, targets: Any, layout: Any = None) -> None:
         x = images.float().div_(255.0)  # uint8 batches are normalised on the device
         if cuda:
             x = x.contiguous(memory_format=torch.channels_last)
         with torch.autocast(device_type=device.type, dtype=torch.float16, enabled=cuda):
             outputs = model(x)
-        loss, _ = loss_fn(outputs, targets, img_size)
+        # layout: built on the CPU by the collate, so the loss never waits for the device
+        loss, _ = loss_fn(outputs, targets, img_size, layout)
         opt.zero_grad(set_to_none=True)
         scaler.scale(loss).backward()
         scaler.step(opt)
@@ -123,27 +165,26 @@ def create_workload(
 ) -> Workload:
     """Build the dataset and the per-batch step of ``spec`` (imports torch; call in the child).
 
-    On CUDA, ``spec.vram_cap`` is enforced with ``torch.cuda.set_per_process_memory_fraction``;
-    for ``emulated`` it is checked against the emulated allocation at the first step.
-    ``wrap_model`` wraps the train workload's model before its optimizer is built (one rank of
-    a DistributedDataParallel job passes the DDP wrapper).
+    A CUDA device comes with its index (``cuda:N``, the current device), so that every
+    ``torch.cuda`` call on it names the device explicitly. On CUDA the measurement enforces
+    ``spec.vram_cap`` (:mod:`loadersearch.measure.cuda`); for ``emulated`` it is checked
+    against the emulated allocation at the first step. ``wrap_model`` wraps the train
+    workload's model before its optimizer is built (one rank of a DistributedDataParallel job
+    passes the DDP wrapper).
     """
     import torch
 
-    from loadersearch.workload.datasets import collate, open_dataset, worker_init_fn
+    from loadersearch.workload.datasets import open_dataset, worker_init_fn
     from loadersearch.workload.emulated import EmulatedAccelerator, describe
+    from loadersearch.workload.loss import collate_with_layout
 
     device_type = resolve_device(spec.device)
-    device = torch.device(device_type)
+    cuda = device_type == "cuda"
+    device = torch.device("cuda", torch.cuda.current_device()) if cuda else torch.device("cpu")
     img_size = resolve_img_size(spec.kind, device_type, spec.img_size)
     notes: list[str] = []
-    cuda = device_type == "cuda"
     if cuda:
         torch.backends.cudnn.benchmark = True
-        if spec.vram_cap is not None and spec.kind != "emulated":
-            total = torch.cuda.get_device_properties(device).total_memory
-            torch.cuda.set_per_process_memory_fraction(min(1.0, spec.vram_cap / total), device)
-        torch.cuda.reset_peak_memory_stats(device)
     elif spec.vram_cap is not None and spec.kind != "emulated":
         notes.append(f"no CUDA device: the VRAM cap does not apply to the {spec.kind} workload")
 
@@ -157,21 +198,19 @@ def create_workload(
         seed=spec.seed,
         split=spec.data_split,
     )
-    label = _device_label(device_type)
-    peak_vram: Callable[[], int | None] = (
-        (lambda: int(torch.cuda.max_memory_reserved(device))) if cuda else (lambda: None)
-    )
+    label = _device_label(device)
+    peak_vram: Callable[[], int | None] = Workload.peak_vram  # CUDA: measure.cuda reads it
     if spec.kind == "train":
         step = _train_step(spec, device, img_size, dataset.num_classes, wrap_model)
     elif spec.kind == "loader":
 
-        def step(images: Any, targets: Any) -> None:  # the pipeline alone: batches are dropped
+        def step(images: Any, *targets: Any) -> None:  # the pipeline alone: batches dropped
             return None
 
     else:
         acc = EmulatedAccelerator(spec.emulated_ms, spec.emulated_mib, spec.vram_cap)
 
-        def step(images: Any, targets: Any) -> None:
+        def step(images: Any, *targets: Any) -> None:
             acc.step(images.shape[0])
 
         label = f"{describe(spec.emulated_ms, spec.emulated_mib)}; batches on {label}"
@@ -184,7 +223,7 @@ def create_workload(
         device_label=label,
         img_size=img_size,
         dataset=dataset,
-        collate_fn=collate,
+        collate_fn=collate_with_layout,  # every workload: the same data pipeline
         worker_init_fn=worker_init_fn,
         step=step,
         emulated=spec.emulated,

@@ -4,6 +4,13 @@ Fully vectorised over the batch: target building uses tensor ops over all boxes 
 Python loop is over the two heads), because a per-box loop would steal CPU from the DataLoader
 workers and distort the very throughput loadersearch measures.
 
+No host synchronisation on the device either: work whose result sizes a tensor (how many boxes
+the most crowded image has) is done on the CPU before the copy, by :func:`target_layout` in the
+collate (:func:`collate_with_layout`, in the DataLoader workers), and passed in as ``layout``;
+the CIoU term avoids boolean-mask indexing (torchvision's ``complete_box_iou_loss`` uses it,
+which waits for the device on every call). On CUDA a step then queues its work without
+waiting, as a training step should, so the measured step costs what a training step costs.
+
 Choices, following darknet's ``[yolo]`` layer in ``yolov4-tiny.cfg``:
 
 - Anchors stay in pixels of the *actual* network input (not rescaled from 416), as darknet does
@@ -29,7 +36,6 @@ from collections.abc import Sequence
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torchvision.ops import complete_box_iou_loss
 
 from loadersearch.workload.yolov4_tiny import ANCHORS, MASKS
 
@@ -41,6 +47,64 @@ _MAX_LOG_SCALE = 8.0
 def _cxcywh_to_xyxy(boxes: torch.Tensor) -> torch.Tensor:
     cxcy, wh = boxes[..., :2], boxes[..., 2:4]
     return torch.cat((cxcy - wh / 2, cxcy + wh / 2), dim=-1)
+
+
+def target_layout(targets: torch.Tensor, batch: int) -> torch.Tensor:
+    """Where each image's boxes are in ``targets`` (n, 6) of a batch of ``batch`` images: a
+    (batch, most boxes in one image) long tensor of row indices into ``targets``, each image's
+    boxes in their order, -1 where an image has fewer. Computed on the CPU (call it before the
+    copy to the device): its width is the one number the loss needs on the host."""
+    targets = targets.detach().cpu()
+    img_idx = targets[:, 0].long()
+    if img_idx.numel() and bool(((img_idx < 0) | (img_idx >= batch)).any()):
+        raise ValueError(
+            f"targets refer to image indices {sorted(set(img_idx.tolist()))} but the batch "
+            f"has {batch} images: column 0 must be the index of the box's image in the batch."
+        )
+    counts = torch.bincount(img_idx, minlength=batch)
+    width = int(counts.max()) if img_idx.numel() else 0
+    order = torch.argsort(img_idx, stable=True)
+    sorted_idx = img_idx[order]
+    starts = torch.cumsum(counts, 0) - counts
+    rank = torch.arange(len(order)) - starts[sorted_idx]
+    layout = torch.full((batch, width), -1, dtype=torch.long)
+    layout[sorted_idx, rank] = order
+    return layout
+
+
+def collate_with_layout(
+    batch: list[tuple[torch.Tensor, torch.Tensor]],
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The dataset's collate plus the :func:`target_layout` of its targets, built where the
+    batch is built (in a DataLoader worker when there are workers), so that the training step
+    needs no host synchronisation."""
+    from loadersearch.workload.datasets import collate
+
+    images, targets = collate(batch)
+    return images, targets, target_layout(targets, len(batch))
+
+
+def _ciou_loss(boxes: torch.Tensor, gt: torch.Tensor, eps: float = 1e-7) -> torch.Tensor:
+    """``1 - CIoU`` of xyxy box pairs (n, 4) and (n, 4), elementwise: the same formula and
+    values as torchvision's ``complete_box_iou_loss(reduction="none")`` (distance-IoU plus the
+    aspect-ratio term with its weight ``alpha`` taken as a constant), computed without
+    boolean-mask indexing."""
+    x1, y1, x2, y2 = boxes.unbind(-1)
+    gx1, gy1, gx2, gy2 = gt.unbind(-1)
+    iw = torch.min(x2, gx2) - torch.max(x1, gx1)
+    ih = torch.min(y2, gy2) - torch.max(y1, gy1)
+    inter = torch.where((iw > 0) & (ih > 0), iw * ih, torch.zeros_like(iw))
+    union = (x2 - x1) * (y2 - y1) + (gx2 - gx1) * (gy2 - gy1) - inter
+    iou = inter / (union + eps)
+    diag2 = (torch.max(x2, gx2) - torch.min(x1, gx1)) ** 2
+    diag2 = diag2 + (torch.max(y2, gy2) - torch.min(y1, gy1)) ** 2 + eps
+    centre2 = ((x2 + x1) / 2 - (gx1 + gx2) / 2) ** 2 + ((y2 + y1) / 2 - (gy1 + gy2) / 2) ** 2
+    diou = 1 - iou + centre2 / diag2
+    aspect = torch.atan((gx2 - gx1) / (gy2 - gy1)) - torch.atan((x2 - x1) / (y2 - y1))
+    v = (4 / torch.pi**2) * aspect**2
+    with torch.no_grad():
+        alpha = v / (1 - iou + v + eps)
+    return diou + alpha * v
 
 
 def _pairwise_iou(a: torch.Tensor, b: torch.Tensor, eps: float = 1e-9) -> torch.Tensor:
@@ -58,9 +122,11 @@ def _pairwise_iou(a: torch.Tensor, b: torch.Tensor, eps: float = 1e-9) -> torch.
 class YoloLoss(nn.Module):
     """Loss of :class:`~loadersearch.workload.yolov4_tiny.YOLOv4Tiny` outputs against targets.
 
-    ``forward(outputs, targets, img_size)``: ``outputs`` is the model's pair of raw heads,
-    ``targets`` a float (n_boxes, 6) tensor of ``[image index, class, cx, cy, w, h]`` with the box
-    normalised to [0, 1] of the square network input of ``img_size`` pixels (n_boxes may be 0).
+    ``forward(outputs, targets, img_size, layout=None)``: ``outputs`` is the model's pair of raw
+    heads, ``targets`` a float (n_boxes, 6) tensor of ``[image index, class, cx, cy, w, h]`` with
+    the box normalised to [0, 1] of the square network input of ``img_size`` pixels (n_boxes may
+    be 0), ``layout`` its :func:`target_layout` on the targets' device (computed here, with a
+    host synchronisation, when not given).
     Returns ``(total, {"box": ..., "obj": ..., "cls": ...})``: the scalar loss to backpropagate
     and its weighted parts (detached; they sum to ``total``). Computed in float32 even under
     autocast.
@@ -119,7 +185,11 @@ class YoloLoss(nn.Module):
         self.register_buffer("masks", mask_t, persistent=False)
 
     def forward(
-        self, outputs: Sequence[torch.Tensor], targets: torch.Tensor, img_size: int
+        self,
+        outputs: Sequence[torch.Tensor],
+        targets: torch.Tensor,
+        img_size: int,
+        layout: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         if len(outputs) != len(self.masks):
             raise ValueError(
@@ -131,14 +201,30 @@ class YoloLoss(nn.Module):
                 f"but got shape {tuple(targets.shape)}."
             )
         device = outputs[0].device
+        batch = outputs[0].shape[0]
+        if layout is None:
+            layout = target_layout(targets, batch)
+        elif layout.ndim != 2 or layout.shape[0] != batch:
+            raise ValueError(
+                f"layout must be the (batch={batch}, boxes per image) target_layout of the "
+                f"targets but got shape {tuple(layout.shape)}."
+            )
         # Under autocast the heads may be float16: the loss (exp, BCE, CIoU) needs float32.
         with torch.autocast(device_type=device.type, enabled=False):
-            return self._loss([o.float() for o in outputs], targets.to(device).float(), img_size)
+            return self._loss(
+                [o.float() for o in outputs],
+                targets.to(device).float(),
+                img_size,
+                layout.to(device),
+            )
 
     def _loss(
-        self, outputs: list[torch.Tensor], targets: torch.Tensor, img_size: int
+        self,
+        outputs: list[torch.Tensor],
+        targets: torch.Tensor,
+        img_size: int,
+        layout: torch.Tensor,
     ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        batch = outputs[0].shape[0]
         nc = self.num_classes
         device = targets.device
         # A zero-width or -height box makes CIoU's aspect term 0/0 (NaN, even at weight 0).
@@ -153,7 +239,7 @@ class YoloLoss(nn.Module):
         inter = torch.minimum(gt_wh, anchors_norm[None]).prod(-1)
         wh_iou = inter / (gt_wh.prod(-1) + anchors_norm.prod(-1)[None] - inter + 1e-9)  # (n, A)
         best = wh_iou.argmax(dim=1)
-        padded_gt = self._pad_per_image(gt_xyxy, img_idx, batch)  # for the ignore mask
+        padded_gt = self._pad_per_image(gt_xyxy, layout)  # for the ignore mask
 
         zero = outputs[0].new_zeros(())
         box_loss, obj_loss, cls_loss = zero, zero, zero
@@ -205,9 +291,7 @@ class YoloLoss(nn.Module):
             sel_box = pred_box[bi, slot, gj, gi]
             n_pos = weight.sum().clamp(min=1.0)
 
-            ciou = complete_box_iou_loss(
-                _cxcywh_to_xyxy(sel_box), gt_xyxy.repeat_interleave(3, dim=0), reduction="none"
-            )
+            ciou = _ciou_loss(_cxcywh_to_xyxy(sel_box), gt_xyxy.repeat_interleave(3, dim=0))
             box_loss = box_loss + (ciou * weight).sum() / n_pos
 
             cls_target = F.one_hot(cls_idx.repeat_interleave(3), nc).to(pred.dtype)
@@ -237,20 +321,8 @@ class YoloLoss(nn.Module):
         return total, {k: v.detach() for k, v in parts.items()}
 
     @staticmethod
-    def _pad_per_image(boxes: torch.Tensor, img_idx: torch.Tensor, batch: int) -> torch.Tensor:
-        """Scatter (n, 4) boxes into (batch, most boxes in an image, 4), zero-padded, loop-free."""
-        if boxes.shape[0] == 0:
-            return boxes.new_zeros(batch, 0, 4)
-        if bool(((img_idx < 0) | (img_idx >= batch)).any()):
-            raise ValueError(
-                f"targets refer to image indices {sorted(set(img_idx.tolist()))} but the batch "
-                f"has {batch} images: column 0 must be the index of the box's image in the batch."
-            )
-        counts = torch.bincount(img_idx, minlength=batch)
-        order = torch.argsort(img_idx, stable=True)
-        sorted_idx = img_idx[order]
-        starts = torch.cumsum(counts, 0) - counts
-        rank = torch.arange(len(order), device=boxes.device) - starts[sorted_idx]
-        padded = boxes.new_zeros(batch, int(counts.max()), 4)
-        padded[sorted_idx, rank] = boxes[order]
-        return padded
+    def _pad_per_image(boxes: torch.Tensor, layout: torch.Tensor) -> torch.Tensor:
+        """(batch, most boxes in an image, 4): each image's boxes, zero-padded (a gather by the
+        :func:`target_layout`, so no size is read from the device)."""
+        padded = boxes[layout.clamp(min=0)]
+        return padded.masked_fill((layout < 0).unsqueeze(-1), 0.0)

@@ -30,6 +30,14 @@ def test_persistent_workers_without_workers_exits_2():
     assert "persistent_workers=True needs num_workers > 0" in result.output
 
 
+def test_a_start_method_without_workers_exits_2_and_an_unknown_one_is_refused():
+    result = CliRunner().invoke(cli, ["bench", "--start-method", "spawn"])
+    assert result.exit_code == 2
+    assert "start_method=spawn needs num_workers > 0" in result.output
+    result = CliRunner().invoke(cli, ["bench", "--num-workers", "1", "--start-method", "thread"])
+    assert result.exit_code == 2 and "'thread' is not one of" in result.output
+
+
 def test_help_documents_the_invalid_configuration_decision_and_exit_codes():
     result = CliRunner().invoke(cli, ["bench", "--help"])
     assert result.exit_code == 0

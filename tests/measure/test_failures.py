@@ -4,17 +4,44 @@ from __future__ import annotations
 
 import signal
 
-from loadersearch.errors import BadSampleError, DatasetError
+import pytest
+import torch
+from torch._utils import ExceptionWrapper
+from torch.utils.data._utils.pin_memory import pin_memory
+
+from loadersearch.errors import BadSampleError, DatasetError, DeviceError
+from loadersearch.measure.cuda import CapTooSmall
 from loadersearch.measure.failures import classify_exception, classify_exit
 from loadersearch.measure.result import (
     BAD_DATASET,
     BAD_SAMPLE,
     CRASH,
     ERROR,
+    HOST_OOM,
     INFEASIBLE,
     KILLED,
+    NO_DEVICE,
     VRAM_CAP,
     WORKER_KILLED,
+)
+
+# Messages as torch 2.14 words them (c10/cuda/CUDACachingAllocator.cpp, c10/cuda/CUDAException.cpp,
+# ATen's cuBLAS and cuDNN checks), with a per-process fraction set ("... allowed; ").
+ALLOCATOR_OOM = (
+    "CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 139.81 GiB "
+    "of which 120.42 GiB is free. Including non-PyTorch memory, this process has 7.46 GiB "
+    "memory in use. 6.00 GiB allowed; Of the allocated memory 5.61 GiB is allocated by "
+    "PyTorch, and 312.00 MiB is reserved by PyTorch but unallocated. If reserved but "
+    "unallocated memory is large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True "
+    "to avoid fragmentation.  See documentation for Memory Management  "
+    "(https://docs.pytorch.org/docs/stable/notes/cuda.html#optimizing-memory-usage-with-"
+    "pytorch-cuda-alloc-conf)"
+)
+CUDA_ERROR_OOM = (
+    "CUDA error: out of memory\nCUDA kernel errors might be asynchronously reported at some "
+    "other API call, so the stacktrace below might be incorrect.\nFor debugging consider "
+    "passing CUDA_LAUNCH_BLOCKING=1\nCompile with `TORCH_USE_CUDA_DSA` to enable device-side "
+    "assertions.\n"
 )
 
 
@@ -36,6 +63,72 @@ def test_cuda_out_of_memory_names_the_batch_and_the_cap():
     assert (status, reason) == (INFEASIBLE, VRAM_CAP)
     assert message.startswith("over the VRAM cap at batch 64")
     assert "6,144 MiB" in message
+
+
+def test_torchs_out_of_memory_error_is_over_the_cap_and_keeps_torchs_detail():
+    e = torch.OutOfMemoryError(ALLOCATOR_OOM)
+    status, reason, message = classify_exception(e, batch_size=64, cap_bytes=6 * 2**30)
+    assert (status, reason) == (INFEASIBLE, VRAM_CAP)
+    assert message.startswith("over the VRAM cap at batch 64")
+    assert "Tried to allocate 2.00 GiB" in message and "6.00 GiB allowed" in message
+    assert "5.61 GiB is allocated by PyTorch" in message
+    assert "expandable_segments" not in message  # torch's generic advice is left out
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        torch.AcceleratorError(CUDA_ERROR_OOM),
+        RuntimeError("CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`"),
+        RuntimeError("cuDNN error: CUDNN_STATUS_ALLOC_FAILED"),
+    ],
+    ids=["cuda-error", "cublas", "cudnn"],
+)
+def test_cuda_and_library_allocation_failures_are_over_the_cap(error: Exception):
+    status, reason, message = classify_exception(error, batch_size=32, cap_bytes=2**30)
+    assert (status, reason) == (INFEASIBLE, VRAM_CAP)
+    assert "batch 32" in message and str(error).splitlines()[0] in message
+    assert "CUDA_LAUNCH_BLOCKING" not in message
+
+
+def _raised_in_the_pin_memory_thread(error: Exception) -> Exception:
+    """The exception the DataLoader raises in the training loop when its pin-memory thread
+    failed: torch wraps it in that thread and re-raises it in the loop."""
+    try:
+        raise error
+    except Exception:
+        wrapper = ExceptionWrapper(where="in pin memory thread for device 0")
+    try:
+        wrapper.reraise()
+    except Exception as reraised:
+        return reraised
+    raise AssertionError("reraise() did not raise")
+
+
+class _Unpinnable:
+    def pin_memory(self, device=None):  # noqa: ANN001, ANN201 - torch's duck-typed protocol
+        raise torch.AcceleratorError(CUDA_ERROR_OOM)
+
+
+def test_an_out_of_memory_while_pinning_is_host_memory_not_the_vram_cap():
+    wrapped = _raised_in_the_pin_memory_thread(torch.AcceleratorError(CUDA_ERROR_OOM))
+    assert "Caught AcceleratorError in pin memory thread" in str(wrapped)
+    status, reason, message = classify_exception(wrapped, batch_size=64, cap_bytes=2**30)
+    assert (status, reason) == (INFEASIBLE, HOST_OOM)
+    assert "pinned host memory" in message and message.endswith("CUDA error: out of memory")
+    # with num_workers=0 the loop itself pins: torch's pin_memory() is in the traceback
+    try:
+        pin_memory(_Unpinnable())
+    except torch.AcceleratorError as e:
+        assert classify_exception(e, batch_size=64)[:2] == (INFEASIBLE, HOST_OOM)
+    else:
+        raise AssertionError("pin_memory() did not raise")
+
+
+def test_no_cuda_device_for_a_cuda_study_and_a_cap_below_the_context_are_classified():
+    status, reason, message = classify_exception(DeviceError("torch sees no CUDA device"))
+    assert (status, reason, message) == (ERROR, NO_DEVICE, "torch sees no CUDA device")
+    assert classify_exception(CapTooSmall("leaves nothing"))[:2] == (INFEASIBLE, VRAM_CAP)
 
 
 def test_bad_sample_and_bad_dataset_are_errors_naming_the_file():

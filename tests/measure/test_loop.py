@@ -11,7 +11,7 @@ import torch
 from torch.utils.data import Dataset
 
 from loadersearch.config import LoaderConfig, MeasurePlan
-from loadersearch.measure.loop import ShortEpochSampler, run_loop, window_edges
+from loadersearch.measure.loop import ShortEpochSampler, make_loader, run_loop, window_edges
 
 
 class _Indices(Dataset):
@@ -125,3 +125,38 @@ def test_a_rank_waits_at_every_window_edge_and_epoch_end() -> None:
     # the warm-up's start and end, then per measured epoch its start, its inner edge and end;
     # each window is reported after the barrier that ends it
     assert barriers == [0, 2, 2, 4, -1, 6, -1, 6, 8, -1, 10, -1]
+
+
+def _collate_with_extra(batch):
+    images, targets = _collate(batch)
+    return images, targets, targets[:, 1].long()  # as the workload's collate adds the layout
+
+
+def test_every_tensor_of_the_batch_reaches_the_step_and_the_first_warmup_step_is_hooked() -> None:
+    events: list[str] = []
+
+    class ThreeTensors(_Workload):
+        def step(self, images, targets, extra) -> None:  # noqa: ANN001
+            assert torch.equal(extra, targets[:, 1].long())
+            events.append("step")
+
+    plan = MeasurePlan(epochs=1, steps=2, windows_per_epoch=1, warmup_epochs=2, warmup_steps=2)
+    run_loop(
+        ThreeTensors(collate_fn=_collate_with_extra),
+        LoaderConfig(num_workers=0, batch_size=2),
+        plan,
+        on_window=lambda w: None,
+        on_warmup=lambda epoch, seconds: events.append("warmup"),
+        on_measuring=lambda measuring: events.append(f"measuring={measuring}"),
+        after_first_step=lambda: events.append("settle"),
+    )
+    # once, right after the very first step: never in another warm-up epoch or a measured one
+    assert events == ["step", "settle", "step", "warmup", "step", "step", "warmup",
+                      "measuring=True", "step", "step", "measuring=False"]  # fmt: skip
+
+
+@pytest.mark.parametrize("start_method", ["fork", "spawn"])
+def test_workers_start_by_the_configured_method(start_method: str) -> None:
+    config = LoaderConfig(num_workers=1, batch_size=2, start_method=start_method)
+    loader = make_loader(_Workload(), config, ShortEpochSampler(10, 2, 0))
+    assert loader.multiprocessing_context.get_start_method() == start_method

@@ -21,7 +21,9 @@ from loadersearch.measure.ranks import (
     is_collective_error,
     job_epoch_images,
     launch_env,
+    merge_cuda,
     merge_epochs,
+    merge_notes,
     merge_windows,
     paste_lines,
     starving_ranks,
@@ -72,6 +74,21 @@ def test_a_full_epoch_of_the_job_is_distributed_samplers_padded_shards() -> None
     # 100 images on 3 ranks: 34 per rank (padded), 4 batches of 8 each, 96 images in all
     assert job_epoch_images(100, 8, 3) == 96
     assert job_epoch_images(16, 2, 2) == 16
+
+
+def test_the_jobs_cuda_memory_is_held_per_device_against_the_cap() -> None:
+    rank0 = {"peak_allocated_bytes": 3, "peak_reserved_bytes": 4, "cuda_overhead_bytes": 2,
+             "memory_fraction": 0.05, "alloc_retries": 1, "alloc_ooms": 0}  # fmt: skip
+    rank1 = {**rank0, "peak_reserved_bytes": 6, "memory_fraction": 0.04, "alloc_retries": 2}
+    job = merge_cuda([rank0, rank1])
+    assert job["peak_reserved_bytes"] == 6 and job["peak_allocated_bytes"] == 3
+    assert job["memory_fraction"] == 0.04 and job["alloc_retries"] == 3
+    assert merge_cuda([{}, {}]) == {}  # off CUDA: nothing to report
+
+
+def test_a_note_every_rank_has_is_kept_once_the_others_name_their_rank() -> None:
+    notes = merge_notes([["cap note", "near the cap"], ["cap note"]])
+    assert notes == ["cap note", "rank 0: near the cap"]
 
 
 def test_the_launch_environment_is_torchruns_contract() -> None:

@@ -21,6 +21,7 @@ from loadersearch.measure.result import (
     ERROR,
     INFEASIBLE,
     KILLED,
+    NO_DEVICE,
     OK,
     PRUNED,
     TIMEOUT,
@@ -261,3 +262,27 @@ def test_ctrl_c_in_bench_leaves_no_measurement_process(tiny_dataset):
     assert bench.returncode == 130
     assert "Interrupted" in err and "Traceback" not in err
     assert alive([p.pid for p in procs]) == []
+
+
+def test_a_cuda_measurement_where_torch_sees_no_gpu_fails_loudly_not_on_the_cpu(
+    tiny_dataset, monkeypatch
+):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # the child inherits it: torch sees no GPU
+    spec = WorkloadSpec(kind="train", data=tiny_dataset, device="cuda")
+    plan = MeasurePlan(epochs=1, steps=1, windows_per_epoch=1, warmup_epochs=0, timeout_s=120)
+    result = measure(spec, LoaderConfig(batch_size=2), plan)
+    assert (result.status, result.reason) == (ERROR, NO_DEVICE)
+    assert "torch sees no CUDA device" in result.message
+    assert "CUDA_VISIBLE_DEVICES=''" in result.message or "without CUDA" in result.message
+    assert result.windows == [] and not result.device.startswith("cpu")
+
+
+def test_workers_started_by_spawn_are_measured_and_the_method_recorded(tiny_dataset):
+    config = LoaderConfig(num_workers=1, batch_size=2, start_method="spawn")
+    plan = MeasurePlan(epochs=1, steps=2, windows_per_epoch=1, warmup_epochs=1, warmup_steps=1,
+                       timeout_s=180)  # fmt: skip
+    result = measure(_spec(tiny_dataset), config, plan)
+    assert result.ok, result.message
+    assert result.config.start_method == "spawn" and "spawn" in result.config.label()
+    # no CUDA here: the CUDA memory fields stay empty rather than made up
+    assert result.peak_allocated_bytes is None and result.cuda_overhead_bytes is None

@@ -7,9 +7,16 @@ import pytest
 from optuna.trial import TrialState
 
 from loadersearch.config import MeasurePlan, WorkloadSpec
-from loadersearch.errors import DatasetError, StudyError
+from loadersearch.errors import DatasetError, DeviceError, StudyError
 from loadersearch.hardware import Hardware
-from loadersearch.measure.result import BAD_DATASET, CRASH, ERROR, MeasureResult, Window
+from loadersearch.measure.result import (
+    BAD_DATASET,
+    CRASH,
+    ERROR,
+    NO_DEVICE,
+    MeasureResult,
+    Window,
+)
 from loadersearch.search.objective import window_value
 from loadersearch.search.settings import StudySettings
 from loadersearch.search.space import SearchSpace
@@ -94,3 +101,54 @@ def test_a_repeated_configuration_reuses_the_measurement_instead_of_measuring_ag
     assert all(t.state == TrialState.COMPLETE and t.value == 160.0 for t in study.trials)
     assert [t.user_attrs.get("repeat_of") for t in repeats] == [first.number] * 2
     assert all(t.intermediate_values == first.intermediate_values for t in repeats)
+
+
+GPU_HOST = Hardware(host="gpu", cpu_count=16, physical_cores=8, gpu_model="NVIDIA H200",
+                    gpu_count=1)  # fmt: skip
+
+
+def test_a_cuda_study_measures_on_cuda_explicitly_and_stops_when_the_child_sees_no_gpu(
+    tmp_path,
+) -> None:
+    import dataclasses
+
+    seen = []
+
+    def measure(workload, config, plan, *, on_window=None) -> MeasureResult:
+        seen.append(workload.device)
+        return MeasureResult(
+            config=config, status=ERROR, reason=NO_DEVICE,
+            message="this measurement must run on CUDA but torch sees no CUDA device: "
+            "CUDA_VISIBLE_DEVICES='' hides every GPU from this process.",
+        )  # fmt: skip
+
+    settings = dataclasses.replace(
+        _settings(tmp_path),
+        workload=WorkloadSpec(kind="train", device="auto"),
+        space=SearchSpace(num_workers=(0, 2), batch_size=(8, 16)).with_fixed("batch_size", 8),
+    )
+    with pytest.raises(DeviceError, match="CUDA_VISIBLE_DEVICES=''.*Every trial would fail"):
+        run_study(settings, measure_fn=measure, hardware=GPU_HOST)
+    assert seen == ["cuda"]  # resolved by the parent, not left to the child's guess
+    import optuna
+
+    study = optuna.load_study(study_name="t", storage=settings.storage)
+    assert study.user_attrs["spec"]["workload"]["device"] == "auto"  # the spec is unchanged
+
+
+def test_a_study_stored_before_the_start_method_knob_resumes(tmp_path) -> None:
+    import dataclasses
+
+    import optuna
+
+    def measure(workload, config, plan, *, on_window=None) -> MeasureResult:
+        return MeasureResult(config=config, status="ok", objective=1.0, steady_rate=1.0)
+
+    settings = _settings(tmp_path, trials=1)
+    run_study(settings, measure_fn=measure, hardware=HOST)
+    study = optuna.load_study(study_name="t", storage=settings.storage)
+    spec = study.user_attrs["spec"]
+    del spec["space"]["start_method"]  # as an older loadersearch stored it
+    study.set_user_attr("spec", spec)
+    outcome = run_study(dataclasses.replace(settings, trials=2), measure_fn=measure, hardware=HOST)
+    assert outcome.resumed and outcome.ran == 1

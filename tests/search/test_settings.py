@@ -124,3 +124,25 @@ def test_more_ranks_than_gpus_is_refused_naming_the_fix() -> None:
     assert resolve_settings(None, cpu_ranks, hardware=host).workload.gpus == 4
     with pytest.raises(SpecError, match="gpus must be a whole number of at least 1"):
         resolve_settings(None, Overrides(workload={"gpus": 0}), hardware=HOST)
+
+
+def test_auto_resolves_to_the_device_the_study_is_named_and_sized_for() -> None:
+    from loadersearch.config import WorkloadSpec
+    from loadersearch.search.settings import resolved_workload
+
+    gpu = Hardware(cpu_count=16, physical_cores=8, gpu_model="NVIDIA H200", gpu_count=1)
+    assert resolved_workload(WorkloadSpec(kind="train"), gpu).device == "cuda"
+    assert resolved_workload(WorkloadSpec(kind="loader"), HOST).device == "cpu"
+    assert resolved_workload(WorkloadSpec(kind="train", device="cpu"), gpu).device == "cpu"
+    assert resolved_workload(WorkloadSpec(kind="emulated"), gpu).device == "auto"
+
+
+def test_a_spec_file_fixes_or_searches_the_start_method(tmp_path) -> None:
+    spec = tmp_path / "s.toml"
+    spec.write_text('[space]\nstart_method = ["fork", "spawn"]\n')
+    settings = resolve_settings(str(spec), Overrides(), hardware=HOST)
+    assert settings.space.start_method == ("fork", "spawn")
+    fixed = resolve_settings(
+        str(spec), Overrides(space_fixed={"start_method": "forkserver"}), hardware=HOST
+    )
+    assert fixed.space.start_method == ("forkserver",)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import optuna
 import pytest
 
-from loadersearch.config import LoaderConfig
+from loadersearch.config import DEFAULT_START_METHOD, LoaderConfig
+from loadersearch.search.confirm import trial_config
 from loadersearch.search.space import SearchSpace, SpaceError, parse_assignment
 
 
@@ -86,3 +87,70 @@ def test_batch_bound_from_the_probe_narrows_the_batch_range() -> None:
 def test_space_survives_a_json_round_trip_unchanged() -> None:
     space = SearchSpace().with_range("batch_size", "pow2:8:64").with_fixed("pin_memory", "no")
     assert SearchSpace.from_dict(space.to_dict()) == space
+
+
+def test_the_start_method_is_fixed_by_default_and_never_suggested() -> None:
+    space = SearchSpace(num_workers=(1, 2))
+    assert space.start_method == (DEFAULT_START_METHOD,)
+    assert space.fixed()["start_method"] == DEFAULT_START_METHOD
+    study = optuna.create_study(direction="maximize")
+    trial = study.ask()
+    config = space.suggest(trial)
+    assert config.start_method == DEFAULT_START_METHOD and "start_method" not in trial.params
+    fixed = space.with_fixed(*parse_assignment("start_method=spawn"))
+    assert fixed.suggest(study.ask()).start_method == "spawn"
+    with pytest.raises(SpaceError, match="takes one value.*--space start_method=fork,spawn"):
+        space.with_fixed("start_method", "fork,spawn")
+    with pytest.raises(SpaceError, match="Unknown start method 'thread'"):
+        space.with_fixed("start_method", "thread")
+
+
+def test_the_start_method_is_searched_only_when_asked_and_only_with_workers() -> None:
+    space = SearchSpace(num_workers=(0, 2)).with_range("start_method", "spawn,fork")
+    assert space.start_method == ("fork", "spawn") and "start_method" not in space.fixed()
+    assert SearchSpace().with_range("start_method", "fork:spawn") == space.with_range(
+        "num_workers", "0:4"
+    )  # a TOML list arrives as "fork:spawn"
+    study = optuna.create_study(direction="maximize", sampler=optuna.samplers.RandomSampler(1))
+    seen = set()
+    for _ in range(20):
+        trial = study.ask()
+        config = space.suggest(trial)
+        assert ("start_method" in trial.params) == (config.num_workers > 0)
+        seen.add(config.start_method)
+        study.tell(trial, 1.0)
+    assert seen == {None, "fork", "spawn"}
+    assert space.params_of(LoaderConfig(num_workers=1, start_method="spawn"))["start_method"] == (
+        "spawn"
+    )
+    assert space.clamp(LoaderConfig(num_workers=1)).start_method == "fork"
+
+
+def test_a_space_and_trials_stored_before_the_start_method_existed_still_load() -> None:
+    old = SearchSpace().to_dict()
+    del old["start_method"]
+    assert SearchSpace.from_dict(old) == SearchSpace()
+    study = optuna.create_study(direction="maximize")
+    study.add_trial(
+        optuna.trial.create_trial(
+            params={
+                "num_workers": 2,
+                "batch_size": 16,
+                "pin_memory": True,
+                "prefetch_factor": 4,
+                "persistent_workers": False,
+            },  # fmt: skip
+            distributions={
+                "num_workers": optuna.distributions.IntDistribution(0, 4),
+                "batch_size": optuna.distributions.IntDistribution(8, 64, step=8),
+                "pin_memory": optuna.distributions.CategoricalDistribution([False, True]),
+                "prefetch_factor": optuna.distributions.IntDistribution(1, 8),
+                "persistent_workers": optuna.distributions.CategoricalDistribution([False, True]),
+            },
+            value=10.0,
+        )
+    )
+    (trial,) = study.trials
+    config = trial_config(trial, SearchSpace.from_dict(old).fixed())
+    assert config == LoaderConfig(num_workers=2, batch_size=16, pin_memory=True, prefetch_factor=4)
+    assert config.start_method == DEFAULT_START_METHOD

@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch.overrides import TorchFunctionMode
 
-from loadersearch.workload.loss import YoloLoss
+from loadersearch.workload.loss import YoloLoss, _ciou_loss, collate_with_layout, target_layout
 from loadersearch.workload.yolov4_tiny import ANCHORS, YOLOv4Tiny
 
 NC = 3
@@ -81,7 +81,7 @@ def test_loss_is_float32_under_autocast_and_with_half_outputs() -> None:
     assert half_total.dtype == torch.float32 and torch.isfinite(half_total)
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.cuda
 def test_loss_runs_on_cuda_under_float16_autocast() -> None:
     model = YOLOv4Tiny(NC).cuda()
     loss_fn = YoloLoss(NC).cuda()
@@ -214,3 +214,152 @@ def test_inputs_that_do_not_fit_are_rejected_with_the_reason() -> None:
         loss_fn(outputs, _random_targets(2, 2), 100)
     with pytest.raises(ValueError, match="masks"):
         YoloLoss(NC, masks=((3, 4, 6), (1, 2, 3)))
+
+
+# --------------------------------------------------------------------------- no host syncs
+
+# Outputs of the previous implementation (torchvision's CIoU, per-image padding built on the
+# targets' device with bincount/argsort and int(counts.max())), recorded with torch 2.14.1 on
+# the fixed inputs of _fixed_case: the loss must not change while its syncs move to the CPU.
+_PREVIOUS = {
+    # case: (total, box, obj, cls, sum |grad| of each head)
+    "b4_128_40boxes": (2.0050997734069824, 0.08891872316598892, 1.1310093402862549,
+                       0.785171627998352, 0.44403584492829395, 0.7593556192101829),
+    "b3_416_25boxes_thr": (2.047323226928711, 0.07924049347639084, 1.1311619281768799,
+                           0.8369207382202148, 0.48647774977507385, 0.771673268141635),
+    "b5_64_gap": (1.4482684135437012, 0.03453667089343071, 1.0994789600372314,
+                  0.3142527639865875, 0.19110826618270949, 0.7202920442032337),
+    "b2_96_none": (1.1401358842849731, 0.0, 1.1401358842849731, 0.0, 0.1955580580397509,
+                   0.5074331159994472),
+}  # fmt: skip
+_CASES = {  # batch, size, boxes, seed, loss options, images left without boxes
+    "b4_128_40boxes": (4, 128, 40, 11, {}, ()),
+    "b3_416_25boxes_thr": (3, 416, 25, 12, {"iou_threshold": 0.3, "ignore_threshold": 0.5}, ()),
+    "b5_64_gap": (5, 64, 30, 13, {}, (1, 3)),
+    "b2_96_none": (2, 96, 0, 14, {}, ()),
+}
+
+
+def _fixed_case(name: str) -> tuple[list[torch.Tensor], torch.Tensor, int, dict]:
+    batch, size, n, seed, options, empty = _CASES[name]
+    outputs = _random_outputs(batch, size, seed=seed)
+    gen = torch.Generator().manual_seed(seed + 100)
+    wh = torch.rand(n, 2, generator=gen) * 0.5 + 0.05
+    cxcy = wh / 2 + torch.rand(n, 2, generator=gen) * (1 - wh)
+    img = torch.randint(0, batch, (n,), generator=gen)
+    cls = torch.randint(0, NC, (n,), generator=gen)
+    targets = torch.cat((img[:, None].float(), cls[:, None].float(), cxcy, wh), dim=1)
+    keep = torch.tensor([int(i) not in empty for i in img], dtype=torch.bool)
+    return outputs, targets[keep], size, options
+
+
+@pytest.mark.parametrize("name", sorted(_CASES))
+@pytest.mark.parametrize("with_layout", [False, True], ids=["layout-here", "layout-from-collate"])
+def test_the_loss_gives_the_previous_implementations_values(name: str, with_layout: bool):
+    outputs, targets, size, options = _fixed_case(name)
+    layout = target_layout(targets, outputs[0].shape[0]) if with_layout else None
+    total, parts = YoloLoss(NC, **options)(outputs, targets, size, layout)
+    total.backward()
+    want = _PREVIOUS[name]
+    got = (total.item(), *(parts[k].item() for k in ("box", "obj", "cls")))
+    assert got == want[:4]  # bit for bit: the same operations on the same values
+    grads = [o.grad.double().abs().sum().item() for o in outputs]
+    assert grads == pytest.approx(want[4:], rel=1e-6)  # float32 sums in another order
+
+
+def test_the_layout_lists_each_images_boxes_in_order_padded_with_minus_one():
+    targets = torch.tensor([[2, 0, .5, .5, .1, .1], [0, 1, .5, .5, .1, .1],
+                            [2, 1, .5, .5, .1, .1], [2, 0, .5, .5, .1, .1]])  # fmt: skip
+    assert target_layout(targets, 4).tolist() == [[1, -1, -1], [-1, -1, -1], [0, 2, 3],
+                                                  [-1, -1, -1]]  # fmt: skip
+    assert target_layout(torch.zeros(0, 6), 3).shape == (3, 0)
+    with pytest.raises(ValueError, match="image indices"):
+        target_layout(targets, 2)
+
+
+def test_the_collate_adds_the_layout_of_its_targets():
+    images = [torch.zeros(3, 8, 8, dtype=torch.uint8)] * 3
+    boxes = [torch.tensor([[1.0, 0.5, 0.5, 0.2, 0.2]] * 2), torch.zeros(0, 5), torch.ones(1, 5)]
+    x, targets, layout = collate_with_layout(list(zip(images, boxes, strict=True)))
+    assert x.shape == (3, 3, 8, 8) and targets.shape == (3, 6)
+    assert torch.equal(layout, target_layout(targets, 3)) and layout.tolist()[1] == [-1, -1]
+
+
+def test_our_ciou_is_torchvisions_ciou_without_its_boolean_mask():
+    from torchvision.ops import complete_box_iou_loss
+
+    gen = torch.Generator().manual_seed(5)
+    a = _random_xyxy(500, gen).requires_grad_()
+    b = _random_xyxy(500, gen)
+    ours = _ciou_loss(a, b)
+    theirs = complete_box_iou_loss(a, b, reduction="none")
+    assert torch.equal(ours, theirs)
+    (g_ours,) = torch.autograd.grad(ours.sum(), a)
+    (g_theirs,) = torch.autograd.grad(theirs.sum(), a)
+    torch.testing.assert_close(g_ours, g_theirs, rtol=1e-5, atol=1e-7)
+
+
+def _random_xyxy(n: int, gen: torch.Generator) -> torch.Tensor:
+    lo = torch.rand(n, 2, generator=gen)
+    return torch.cat((lo, lo + torch.rand(n, 2, generator=gen) * 0.5 + 1e-3), dim=1)
+
+
+class _HostSyncs(TorchFunctionMode):
+    """Records the calls that make a CUDA host wait for the device: reading a value
+    (item/tolist/bool/int/float) and ops whose output size depends on the data (nonzero,
+    boolean-mask indexing, bincount, unique...). On a CPU they are cheap, but the same code on
+    a GPU stalls the host every step."""
+
+    SYNCING = {"item", "tolist", "__bool__", "__int__", "__float__", "__index__", "nonzero",
+               "bincount", "unique", "masked_select", "argwhere", "any", "all"}  # fmt: skip
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[str] = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
+        name = getattr(func, "__name__", repr(func))
+        if name in self.SYNCING:
+            self.seen.append(name)
+        if name in ("__getitem__", "__setitem__", "index_put_", "index_put"):
+            index = args[1] if len(args) > 1 else None
+            parts = index if isinstance(index, (tuple, list)) else (index,)
+            if any(isinstance(p, torch.Tensor) and p.dtype == torch.bool for p in parts):
+                self.seen.append(f"{name}[bool mask]")
+        return func(*args, **(kwargs or {}))
+
+
+def test_the_sync_detector_sees_what_the_previous_loss_did():
+    with _HostSyncs() as mode:
+        counts = torch.bincount(torch.tensor([0, 1, 1]))
+        int(counts.max())
+        x = torch.zeros(3)
+        x[x > 0] = 1.0
+    assert {"bincount", "__int__", "__setitem__[bool mask]"} <= set(mode.seen)
+
+
+def test_the_loss_with_the_collates_layout_makes_no_host_sync():
+    outputs, targets, size, options = _fixed_case("b4_128_40boxes")
+    layout = target_layout(targets, 4)  # on the CPU, before the copy (here: in the collate)
+    loss_fn = YoloLoss(NC, **options)
+    with _HostSyncs() as mode:
+        total, _ = loss_fn(outputs, targets, size, layout)
+        total.backward()
+    assert mode.seen == []
+
+
+@pytest.mark.cuda
+def test_on_cuda_the_training_loss_never_waits_for_the_device():
+    outputs, targets, size, _ = _fixed_case("b4_128_40boxes")
+    layout = target_layout(targets, 4)
+    outputs = [o.detach().cuda().requires_grad_() for o in outputs]
+    targets, layout = targets.cuda(), layout.cuda()
+    loss_fn = YoloLoss(NC).cuda()
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        total, _ = loss_fn(outputs, targets, size, layout)
+        total.backward()
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    assert total.item() == pytest.approx(_PREVIOUS["b4_128_40boxes"][0], rel=1e-5)

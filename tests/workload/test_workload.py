@@ -34,8 +34,8 @@ def test_the_wrapped_model_is_the_one_trained_and_stepped(tiny_dataset: str) -> 
     spec = WorkloadSpec(kind="train", data=tiny_dataset, img_size=64, device="cpu")
     workload = create_workload(spec, wrap_model=wrap)
     before = [p.detach().clone() for p in wrapped[0].parameters()]
-    images, targets = workload.collate_fn([workload.dataset[i] for i in range(2)])
-    workload.step(images, targets)
+    batch = workload.collate_fn([workload.dataset[i] for i in range(2)])
+    workload.step(*batch)
 
     assert wrapped[0].calls == 1  # the step runs the wrapper (DDP's forward hooks its all-reduce)
     after = list(wrapped[0].parameters())
