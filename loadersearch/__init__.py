@@ -1,19 +1,58 @@
-"""loadersearch: find the DataLoader settings that keep your GPU fed."""
+"""loadersearch: find the DataLoader settings that keep your GPU fed.
+
+In Python: :func:`tune` searches the settings of your own pipeline (or the built-in
+workload), :func:`bench` measures one configuration, and :func:`load_best` is how a training
+script reads the winner back from the study that found it. ``tune``, ``bench`` and
+``TuneResult`` are imported on first use (:mod:`loadersearch.api`), so ``import loadersearch``
+stays light.
+"""
 
 from __future__ import annotations
 
-from loadersearch.config import LoaderConfig, MeasurePlan, WorkloadSpec
+from typing import TYPE_CHECKING, Any
+
+from loadersearch.config import LoaderConfig, MeasurePlan, PipelineSpec, WorkloadSpec
+
+if TYPE_CHECKING:
+    from loadersearch.api import TuneResult, bench, tune
 
 __version__ = "0.1.0"
 
-__all__ = ["LoaderConfig", "MeasurePlan", "WorkloadSpec", "load_best", "__version__"]
+__all__ = [
+    "LoaderConfig",
+    "MeasurePlan",
+    "PipelineSpec",
+    "TuneResult",
+    "WorkloadSpec",
+    "bench",
+    "load_best",
+    "tune",
+    "__version__",
+]
+
+_LAZY = {"tune", "bench", "TuneResult"}  # from loadersearch.api
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        from loadersearch import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'loadersearch' has no attribute {name!r}")
 
 
 def load_best(storage: str | None = None, study: str | None = None) -> LoaderConfig:
-    """Return the confirmed winner of a study as a :class:`LoaderConfig`.
+    """The confirmed winner of a study (else its best trial) as a :class:`LoaderConfig`: the
+    way a training script reads its DataLoader settings from the study that found them::
 
-    ``storage`` defaults to ``$LOADERSEARCH_STORAGE`` or ``sqlite:///studies/loadersearch.db``;
-    ``study`` may be omitted when the storage holds exactly one study.
+        import loadersearch
+        best = loadersearch.load_best("sqlite:///studies/loadersearch.db", "my-study")
+        loader = DataLoader(dataset, shuffle=True, drop_last=True, **best.dataloader_kwargs())
+
+    ``storage`` defaults to ``$LOADERSEARCH_STORAGE`` or ``sqlite:///studies/loadersearch.db``
+    (relative to the working directory); ``study`` may be omitted when the storage holds
+    exactly one study. Raises :class:`loadersearch.errors.StudyError` when the study does not
+    exist or has no feasible trial yet.
     """
     from loadersearch.report import load_best as _load_best
 

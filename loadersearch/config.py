@@ -9,6 +9,7 @@ they cross a process boundary (parent -> measuring child).
 from __future__ import annotations
 
 import dataclasses
+import json
 import multiprocessing
 import re
 import sys
@@ -30,6 +31,9 @@ PLATFORM_START_METHOD = multiprocessing.get_all_start_methods()[0]
 # worker start-up, and what training scripts have used for years), pinned explicitly so that a
 # Python whose default is forkserver measures the same thing; elsewhere the platform's default.
 DEFAULT_START_METHOD = "fork" if sys.platform.startswith("linux") else PLATFORM_START_METHOD
+PIPELINE_PARTS = ("dataset", "collate", "model", "loss", "step")  # a user pipeline's parts
+# "package.module:Name.attr": what a new Python process can import (see workload/refs.py)
+_REF = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
 
 _SIZE_UNITS = {
     "": 1,
@@ -182,6 +186,98 @@ class LoaderConfig:
 
 
 @dataclass(frozen=True)
+class PipelineSpec:
+    """Your own pipeline, by reference: each part is ``"module:qualname"``, imported and called
+    in the measuring process (a fresh Python process), so that a resume or another machine
+    rebuilds the same thing. What each part must be is in :mod:`loadersearch.workload.pipeline`.
+    """
+
+    dataset: str  # a callable returning a map-style Dataset (a Dataset class works)
+    collate: str | None = None  # the DataLoader's collate_fn; None = PyTorch's default_collate
+    model: str | None = None  # a callable returning an nn.Module, moved to the device
+    loss: str | None = None  # for the default step: a loss class (instantiated) or function
+    step: str | None = None  # your step builder: make_step(model, device) -> step(batch)
+    # Keyword arguments bound to each part (JSON values: the study stores them).
+    dataset_kwargs: dict[str, Any] = field(default_factory=dict)
+    collate_kwargs: dict[str, Any] = field(default_factory=dict)
+    model_kwargs: dict[str, Any] = field(default_factory=dict)
+    loss_kwargs: dict[str, Any] = field(default_factory=dict)
+    step_kwargs: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for part in PIPELINE_PARTS:
+            ref = getattr(self, part)
+            if part == "dataset" or ref is not None:
+                check_ref(ref, part)
+            kwargs = getattr(self, f"{part}_kwargs")
+            if kwargs and ref is None:
+                raise ValueError(f"{part}_kwargs {kwargs!r} are given but no {part}.")
+            object.__setattr__(self, f"{part}_kwargs", _json_kwargs(kwargs, part))
+        if self.loss is not None and self.model is None:
+            raise ValueError(
+                "a loss needs a model (the default step is loss(model(inputs), targets)); "
+                "give the model too."
+            )
+        if self.loss is not None and self.step is not None:
+            raise ValueError(
+                "give a loss (for the default step) or your own step, not both: your step "
+                "computes its own loss."
+            )
+
+    def refs(self) -> dict[str, str]:
+        """The parts that are given, ``{"dataset": "mypkg.data:make_dataset", ...}``."""
+        return {p: getattr(self, p) for p in PIPELINE_PARTS if getattr(self, p) is not None}
+
+    def describe(self) -> str:
+        """e.g. ``dataset mypkg.data:make_dataset(root='data'), model mypkg.model:make_model``."""
+        parts = []
+        for part, ref in self.refs().items():
+            kwargs = getattr(self, f"{part}_kwargs")
+            args = ", ".join(f"{k}={v!r}" for k, v in kwargs.items())
+            parts.append(f"{part} {ref}({args})" if args else f"{part} {ref}")
+        return ", ".join(parts)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> PipelineSpec:
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(data) - known
+        if unknown:
+            raise ValueError(
+                f"unknown pipeline key(s) {', '.join(sorted(unknown))}; known keys: "
+                f"{', '.join(sorted(known))}."
+            )
+        return cls(**data)
+
+
+def check_ref(ref: Any, part: str) -> str:
+    """``ref`` if it reads as ``"module:qualname"``, else ValueError naming ``part``."""
+    if not isinstance(ref, str) or not _REF.fullmatch(ref):
+        raise ValueError(
+            f"the {part} reference must read 'module:name' (e.g. 'mypkg.data:make_dataset', "
+            f"importable by a new Python process) but got {ref!r}."
+        )
+    return ref
+
+
+def _json_kwargs(kwargs: Any, part: str) -> dict[str, Any]:
+    """``kwargs`` as they come back from the study's JSON (tuples become lists), or ValueError
+    when they cannot be stored."""
+    if not isinstance(kwargs, dict) or not all(isinstance(k, str) for k in kwargs):
+        raise ValueError(f"{part}_kwargs must map names to values but got {kwargs!r}.")
+    try:
+        return json.loads(json.dumps(kwargs, allow_nan=False))
+    except (TypeError, ValueError) as e:
+        raise ValueError(
+            f"{part}_kwargs {kwargs!r} cannot be stored in the study ({e}): use JSON values "
+            "(numbers, strings, booleans, lists, dicts) and build other objects inside the "
+            f"{part} factory."
+        ) from e
+
+
+@dataclass(frozen=True)
 class WorkloadSpec:
     """What one measurement trains on; everything the measuring child needs to rebuild it."""
 
@@ -205,8 +301,13 @@ class WorkloadSpec:
     # Ranks of a DistributedDataParallel job on this machine, one process per device (NCCL on
     # CUDA, gloo on a CPU); 1 = a single process, no DDP. The loader knobs are per rank.
     gpus: int = 1
+    # Your own dataset (and model and step) instead of YOLOv4-tiny on a detection dataset;
+    # ``kind`` still applies: train (your step), loader, emulated (your data, a stand-in device).
+    pipeline: PipelineSpec | None = None
 
     def __post_init__(self) -> None:
+        if isinstance(self.pipeline, dict):  # from JSON (the child, a stored study)
+            object.__setattr__(self, "pipeline", PipelineSpec.from_dict(self.pipeline))
         if self.kind not in WORKLOADS:
             raise ValueError(
                 f"Unknown workload {self.kind!r}; choose one of {', '.join(WORKLOADS)}."
@@ -246,6 +347,40 @@ class WorkloadSpec:
         # JSON turns tuples into lists; keep them tuples so specs compare equal after a round trip.
         object.__setattr__(self, "emulated_ms", tuple(float(x) for x in self.emulated_ms))
         object.__setattr__(self, "emulated_mib", tuple(float(x) for x in self.emulated_mib))
+        if self.pipeline is not None:
+            self._check_pipeline(self.pipeline)
+
+    def _check_pipeline(self, p: PipelineSpec) -> None:
+        builtin = {
+            "data": self.data,
+            "data_format": self.data_format,
+            "data_split": self.data_split,
+            "img_size": self.img_size,
+            "mosaic": self.mosaic or None,
+            "skip_bad_samples": self.skip_bad_samples or None,
+        }
+        given = [name for name, value in builtin.items() if value is not None]
+        if given:
+            verb = "applies" if len(given) == 1 else "apply"
+            raise ValueError(
+                f"{', '.join(given)} {verb} to the built-in YOLOv4-tiny workload, not to your "
+                "pipeline: your dataset factory reads its own data (pass it arguments as "
+                "dataset_kwargs, or --arg dataset.KEY=VALUE)."
+            )
+        if self.kind == "train" and p.step is None and (p.model is None or p.loss is None):
+            missing = "a loss" if p.model is not None else "a model and a loss"
+            raise ValueError(
+                f"the train workload needs your training step: give {missing} (the default "
+                "step: forward, backward, optimizer step) or your own step builder; or "
+                "measure the data pipeline alone with the loader or emulated workload."
+            )
+        extra = [part for part in ("model", "loss", "step") if getattr(p, part) is not None]
+        if self.kind != "train" and extra:
+            raise ValueError(
+                f"the {self.kind} workload runs no model or step (it measures your data "
+                f"{'pipeline alone' if self.kind == 'loader' else 'with a stand-in device'}): "
+                f"drop {', '.join(extra)}, or use the train workload."
+            )
 
     @property
     def emulated(self) -> bool:

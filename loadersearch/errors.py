@@ -23,6 +23,11 @@ class BadSampleError(LoaderSearchError):
         return (type(self), (self.path, self.reason))
 
 
+class PipelineError(LoaderSearchError):
+    """The user's own pipeline (dataset, collate, model, loss, step) cannot be imported, built
+    or run; the message names the part, its reference and what to change."""
+
+
 class StorageError(LoaderSearchError):
     """The study database cannot be reached or used (the URL is always shown redacted)."""
 

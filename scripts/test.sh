@@ -4,5 +4,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh --test
-.venv/bin/ruff check loadersearch tests scripts benchmarks
+.venv/bin/ruff check loadersearch tests scripts benchmarks examples
 exec .venv/bin/python -m pytest -q "$@"

@@ -2,7 +2,8 @@
 one list of storage backends with one fixture parametrised over it (Optuna's shape): every
 storage test runs on a SQLite file and, when ``$LOADERSEARCH_TEST_POSTGRES`` /
 ``$LOADERSEARCH_TEST_MYSQL`` name a server (``.ci/run`` sets both), on PostgreSQL and MariaDB.
-Studies are named uniquely per test and deleted afterwards, so runs never see each other's."""
+Studies are named uniquely per test and deleted afterwards, so runs never see each other's.
+Also one real finished study (``emulated_study``), made once per test run."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
+from search_helpers import E2E_OPTIONS, EmulatedStudy, run_cli
 
 TINY_IMAGES = 16
 TINY_SEED = 7
@@ -131,3 +133,16 @@ def postgres_url(study_name) -> Iterator[str]:
     url = server_url("LOADERSEARCH_TEST_POSTGRES")
     yield url
     _delete_studies(url, study_name)
+@pytest.fixture(scope="session")
+def emulated_study(tiny_dataset: str, tmp_path_factory: pytest.TempPathFactory) -> EmulatedStudy:
+    """A real study on the emulated accelerator, run once per session and shared (read-only)
+    by the study, report, best and dashboard tests: real measuring child processes, a real
+    SQLite file, a resume that confirms."""
+    db_path = os.path.join(str(tmp_path_factory.mktemp("study")), "e2e.db")
+    storage = f"sqlite:///{db_path}"
+    base = ["run", *E2E_OPTIONS, "--data", tiny_dataset, "--storage", storage, "--study", "e2e"]
+    first = run_cli([*base, "--trials", "6", "--confirm-rounds", "0"])
+    assert first.exit_code == 0, first.output
+    second = run_cli([*base, "--trials", "8", "--confirm-rounds", "1"])
+    assert second.exit_code == 0, second.output
+    return EmulatedStudy(storage=storage, db_path=db_path, name="e2e", first=first, second=second)

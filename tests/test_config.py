@@ -89,3 +89,16 @@ def test_the_snippet_names_the_start_method_only_when_python_would_start_workers
     if other != DEFAULT_START_METHOD:
         assert config.label().endswith(f" {other}")
     assert LoaderConfig(num_workers=2).label() == "w2 b16 pf2"  # the default goes unsaid
+def test_a_pipeline_survives_the_trip_to_the_child_and_refuses_what_json_cannot_hold() -> None:
+    from loadersearch.config import PipelineSpec
+
+    pipeline = PipelineSpec(dataset="mypkg.data:make", dataset_kwargs={"crop": (224, 224)})
+    spec = WorkloadSpec(kind="loader", pipeline=pipeline)
+    again = WorkloadSpec.from_dict(json.loads(json.dumps(spec.to_dict())))
+    assert again == spec and again.pipeline.dataset_kwargs == {"crop": [224, 224]}
+    with pytest.raises(ValueError, match="cannot be stored in the study"):
+        PipelineSpec(dataset="mypkg.data:make", dataset_kwargs={"transform": object()})
+    with pytest.raises(ValueError, match="model_kwargs .* are given but no model"):
+        PipelineSpec(dataset="mypkg.data:make", model_kwargs={"depth": 18})
+    with pytest.raises(ValueError, match="a loss needs a model"):
+        PipelineSpec(dataset="mypkg.data:make", loss="torch.nn:L1Loss")

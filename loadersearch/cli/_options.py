@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -11,6 +12,7 @@ from loadersearch.config import (
     DEVICES,
     FORMATS,
     OPTIMIZERS,
+    PIPELINE_PARTS,
     WORKLOADS,
     MeasurePlan,
     WorkloadSpec,
@@ -94,9 +96,9 @@ workload_options = _apply(
             "kind",
             type=click.Choice(WORKLOADS),
             default=None,
-            help="train: YOLOv4-tiny forward+backward+step on this machine's device (default); "
-            "loader: the data pipeline alone; emulated: a sleeping stand-in accelerator "
-            "(labelled EMULATED).",
+            help="train: YOLOv4-tiny (or your --model/--step) forward+backward+step on this "
+            "machine's device (default); loader: the data pipeline alone; emulated: a "
+            "sleeping stand-in accelerator (labelled EMULATED).",
         ),
         click.option(
             "--data",
@@ -177,6 +179,56 @@ workload_options = _apply(
             "the throughput is the job's [default: 1, no DDP]. On a machine without GPUs (or "
             "with --device cpu), CPU ranks with gloo, for testing.",
         ),
+        # Your own pipeline (PipelineSpec): references the measuring process imports.
+        click.option(
+            "--dataset",
+            "pipeline_dataset",
+            metavar="MODULE:NAME",
+            default=None,
+            help="Your own dataset instead of YOLOv4-tiny's: a callable returning a map-style "
+            "Dataset, e.g. mypkg.data:make_dataset (the working directory is on the "
+            "measuring process's path).",
+        ),
+        click.option(
+            "--model",
+            "pipeline_model",
+            metavar="MODULE:NAME",
+            default=None,
+            help="With --dataset: a callable returning your nn.Module (moved to the device).",
+        ),
+        click.option(
+            "--loss",
+            "pipeline_loss",
+            metavar="MODULE:NAME",
+            default=None,
+            help="With --model, the default step (forward, backward, optimizer step; AMP on "
+            "CUDA) on (inputs, targets) batches: a loss class (torch.nn:CrossEntropyLoss) or "
+            "function.",
+        ),
+        click.option(
+            "--step",
+            "pipeline_step",
+            metavar="MODULE:NAME",
+            default=None,
+            help="Your step builder instead: make_step(model, device) returns step(batch), "
+            "called once per batch (already on the device).",
+        ),
+        click.option(
+            "--collate",
+            "pipeline_collate",
+            metavar="MODULE:NAME",
+            default=None,
+            help="Your collate_fn (default: PyTorch's default_collate).",
+        ),
+        click.option(
+            "--arg",
+            "pipeline_args",
+            multiple=True,
+            metavar="PART.KEY=VALUE",
+            help="A keyword argument of a pipeline part, e.g. dataset.root=data/pets or "
+            "model.num_classes=37 (VALUE is read as JSON when it parses, else as text). "
+            "Repeatable.",
+        ),
     ]
 )
 WORKLOAD_KEYS = (
@@ -194,6 +246,35 @@ WORKLOAD_KEYS = (
     "optimizer",
     "gpus",
 )
+
+
+def pipeline_given(opts: dict[str, Any]) -> dict[str, Any]:
+    """The pipeline options that were given, as PipelineSpec fields, removed from ``opts``."""
+    found = {part: opts.pop(f"pipeline_{part}", None) for part in PIPELINE_PARTS}
+    out: dict[str, Any] = {k: v for k, v in found.items() if v is not None}
+    for text in opts.pop("pipeline_args", ()) or ():
+        part, key, value = parse_arg(text)
+        out.setdefault(f"{part}_kwargs", {})[key] = value
+    return out
+
+
+def parse_arg(text: str) -> tuple[str, str, Any]:
+    """``"dataset.root=data"`` -> ``("dataset", "root", "data")``; the value as JSON when it
+    parses (``10``, ``true``, ``[1, 2]``), else as text."""
+    name, sep, raw = text.partition("=")
+    part, dot, key = name.strip().partition(".")
+    if not sep or not dot or part not in PIPELINE_PARTS or not key.isidentifier():
+        raise click.BadParameter(
+            f"{text!r} is not PART.KEY=VALUE with PART one of {', '.join(PIPELINE_PARTS)}, "
+            "e.g. dataset.root=data/pets or model.num_classes=37.",
+            param_hint="--arg",
+        )
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        value = raw
+    return part, key, value
+
 
 # How long a measurement runs (MeasurePlan), shared by run and bench; None = not given.
 plan_options = _apply(

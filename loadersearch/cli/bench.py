@@ -12,6 +12,7 @@ from loadersearch.cli._options import (
     PLAN_KEYS,
     WORKLOAD_KEYS,
     given,
+    pipeline_given,
     plan_options,
     workload_options,
 )
@@ -97,6 +98,9 @@ def bench(
     Example:
       loadersearch bench --workload loader --num-workers 2 --batch-size 32 --pin-memory
     """
+    from loadersearch.search.settings import resolve_pipeline
+
+    pipeline = resolve_pipeline({}, pipeline_given(opts))
     try:
         if start_method is not None and num_workers == 0:
             raise ValueError(
@@ -111,7 +115,7 @@ def bench(
             persistent_workers=persistent_workers,
             start_method=start_method,
         )
-        spec = WorkloadSpec(**given(opts, WORKLOAD_KEYS))
+        spec = WorkloadSpec(**given(opts, WORKLOAD_KEYS), pipeline=pipeline)
         plan = MeasurePlan(**given(opts, PLAN_KEYS))
     except ValueError as e:
         raise LoaderSearchError(f"invalid configuration: {e}") from e
@@ -168,7 +172,10 @@ def render(result, spec: WorkloadSpec, plan: MeasurePlan, console) -> None:  # n
     info.add_column()
     info.add_row("device", r.device)
     size = f", {r.img_size} px" if r.img_size else ""
-    info.add_row("data", f"{spec.data or 'embedded default dataset'}{size}")
+    if spec.pipeline is not None:
+        info.add_row("pipeline", spec.pipeline.describe())
+    else:
+        info.add_row("data", f"{spec.data or 'embedded default dataset'}{size}")
     start = f" (workers start by {r.config.start_method})" if r.config.start_method else ""
     info.add_row("config", f"{r.config.label()}{start}   {r.config.snippet()}")
     info.add_row(

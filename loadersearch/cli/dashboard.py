@@ -20,10 +20,17 @@ def dashboard(storage: str | None, host: str, port: int) -> None:
     """Open the studies in optuna-dashboard (Ctrl-C stops it)."""
     from optuna_dashboard import run_server
 
-    from loadersearch.storage import open_existing_storage, redact_url, resolve_storage_url
+    from loadersearch.storage import (
+        open_artifact_store,
+        open_existing_storage,
+        redact_url,
+        resolve_storage_url,
+    )
 
     url = resolve_storage_url(storage)
     rdb = open_existing_storage(url)
+    # The trials' window pictures (artifacts), where the storage has a folder for them.
+    store = open_artifact_store(url)
     shown = "localhost" if host in ("127.0.0.1", "0.0.0.0") else host
     click.echo(f"optuna-dashboard on {redact_url(url)}: http://{shown}:{port}/ (Ctrl-C stops it)")
-    run_server(rdb, host=host, port=port)
+    run_server(rdb, host=host, port=port, artifact_store=store)

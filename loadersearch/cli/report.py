@@ -5,19 +5,24 @@ from __future__ import annotations
 
 import json
 import shlex
+from typing import TYPE_CHECKING
 
 import click
 
 from loadersearch.cli._options import storage_option, study_option
-from loadersearch.report import Summary
+from loadersearch.report import (
+    Summary,
+    answer_lines,
+    answer_python,
+    baseline_cells,
+    baseline_header,
+    duration,
+    epoch_time,
+    winner_evidence,
+)
 
-
-def _hours(seconds: float) -> str:
-    if abs(seconds) >= 3600:
-        return f"{seconds / 3600:.1f} h"
-    if abs(seconds) >= 60:
-        return f"{seconds / 60:.1f} min"
-    return f"{seconds:.1f} s"
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
 def dashboard_command(storage: str | None) -> str:
@@ -37,19 +42,21 @@ def render_summary(
     elapsed_s: float | None = None,
     ran: int | None = None,
     probe: str | None = None,
+    console: Console | None = None,
 ) -> None:
-    """The answer: winner, speedups, epoch time, the snippet and the dashboard command."""
+    """The answer: winner, speedups, epoch time, the snippet and the dashboard command
+    (on ``console``, default stdout)."""
     from rich.console import Console
     from rich.table import Table
 
-    console = Console(highlight=False)
+    console = console or Console(highlight=False)
     label = " [bold red]EMULATED[/]" if summary.emulated else ""
     w = summary.winner
     if w is None:
         console.print(f"study {summary.study}: no feasible trial yet.{label}")
         return
     if quiet:
-        for line in _answer(summary):
+        for line in answer_lines(summary):
             console.print(line, soft_wrap=True, markup=False)
         return
     c = summary.counts
@@ -63,49 +70,28 @@ def render_summary(
     if ran is not None:
         head += f"; {ran} run now"
     if elapsed_s is not None:
-        head += f" in {_hours(elapsed_s)}"
+        head += f" in {duration(elapsed_s)}"
     console.print(head)
     if probe:
         console.print(probe)
     if summary.pruning["saved_s"]:
         console.print(
-            f"pruning saved about {_hours(summary.pruning['saved_s'])} of measuring "
+            f"pruning saved about {duration(summary.pruning['saved_s'])} of measuring "
             f"({summary.pruning['fraction']:.0%} of the trials' time)"
         )
-    if w.confirmed:
-        spread = f", spread {w.spread:.1%}" if w.spread is not None else ""
-        rate = (
-            f"{w.rate:.1f} img/s (median of {w.rounds} interleaved re-measurements, "
-            f"{w.low:.1f}..{w.high:.1f}{spread})"
-        )
-    else:
-        rate = f"{w.rate:.1f} img/s (best trial, not confirmed)"
-    console.print(f"\n[bold green]Winner[/] (trial {w.trial}): {w.config.label()}: {rate}{label}")
-    if w.epoch_time_s:
-        console.print(
-            f"projected epoch ({summary.dataset_images} images): {_hours(w.epoch_time_s)}; "
-            f"{summary.epochs_planned} epochs: {_hours(w.epoch_time_s * summary.epochs_planned)}"
-        )
+    console.print(
+        f"\n[bold green]Winner[/] (trial {w.trial}): {w.config.label()}: "
+        f"{winner_evidence(w)}{label}"
+    )
+    epoch = epoch_time(summary)
+    if epoch:
+        console.print(epoch)
     if summary.baselines:
         table = Table(title="Against the baselines", title_justify="left")
-        for col in (
-            "baseline",
-            "config",
-            "img/s",
-            "from",
-            "speedup",
-            f"saved / {summary.epochs_planned} ep",
-        ):
+        for col in baseline_header(summary.epochs_planned):
             table.add_column(col)
         for b in summary.baselines:
-            table.add_row(
-                b.name,
-                b.label,
-                f"{b.rate:.1f}" if b.rate else "-",
-                b.source,
-                f"{b.speedup:.2f}x" if b.speedup else "-",
-                _hours(b.saved_s) if b.saved_s is not None else "-",
-            )
+            table.add_row(*baseline_cells(b))
         console.print(table)
         console.print(
             "[dim]The baseline among the finalists was re-measured with the winner; the "
@@ -118,20 +104,9 @@ def render_summary(
         )
     else:
         console.print("\nPaste into your training code:")
-    for line in _answer(summary):
+    for line in answer_lines(summary):
         console.print(f"  {line}", soft_wrap=True, markup=False)
     console.print(f"\nOpen the study: {dashboard_command(storage)}")
-
-
-def _answer(summary: Summary) -> list[str]:
-    """The winner's lines to paste: one ``DataLoader(...)``, or for a DDP job the sampler, the
-    per-rank loader and the torchrun command."""
-    assert summary.winner is not None
-    if summary.gpus > 1:
-        from loadersearch.measure.ranks import paste_lines
-
-        return paste_lines(summary.winner.config, summary.gpus)
-    return [summary.winner.config.snippet()]
 
 
 @click.command("report")
@@ -141,15 +116,16 @@ def _answer(summary: Summary) -> list[str]:
     "--out",
     "out_dir",
     type=click.Path(file_okay=False),
-    help="Write plots (HTML and PNG) to this directory.",
+    help="Write the report page (index.html, readable offline) and its plots (HTML and PNG) "
+    "to this directory.",
 )
 @click.option("--top", type=click.IntRange(min=1), default=15, help="Trials in the table.")
 def report(study_name: str | None, storage: str | None, out_dir: str | None, top: int) -> None:
-    """The ranked trials, parameter importance, the answer, and plots (with --out)."""
+    """The ranked trials, parameter importance, the answer, and a report page (with --out)."""
     from rich.console import Console
     from rich.table import Table
 
-    from loadersearch.report import importances, open_study, summarize, write_plots
+    from loadersearch.report import importances, open_study, summarize, write_report
 
     study = open_study(storage, study_name)
     summary = summarize(study)
@@ -169,17 +145,17 @@ def report(study_name: str | None, storage: str | None, out_dir: str | None, top
             (r["reason"] or "") if r["state"] != "complete" else "",
         )
     console.print(table)
-    values, evaluator = importances(study)
-    if values:
-        console.print(f"Parameter importance ({evaluator}):")
-        for name, value in values.items():
+    importance = importances(study)
+    if importance.values:
+        console.print(f"Parameter importance, {importance.describe()}", soft_wrap=True)
+        for name, value in importance.values.items():
             console.print(f"  {name:<20} {value:6.3f}")
     else:
-        console.print("Parameter importance: not enough complete trials yet.")
+        console.print(f"Parameter importance: not enough trials yet ({importance.describe()})")
     render_summary(summary, storage=storage)
     if out_dir:
-        written = write_plots(study, out_dir)
-        console.print(f"\nPlots: {', '.join(written) if written else 'none (too few trials)'}")
+        written = write_report(study, out_dir)
+        console.print(f"\nReport: {written[0]} (plots beside it: {len(written) - 1} files)")
 
 
 @click.command("best")
@@ -204,11 +180,7 @@ def best(study_name: str | None, storage: str | None, fmt: str) -> None:
         raise StudyError(f"study {summary.study!r} has no feasible trial yet.")
     if fmt == "python":
         note = "  # EMULATED accelerator result" if summary.emulated else ""
-        if summary.gpus > 1:  # Python lines; the launch command as a comment
-            sampler, loader, launch = _answer(summary)
-            click.echo(f"{sampler}\n{loader}{note}\n# launch: {launch}")
-        else:
-            click.echo(w.config.snippet() + note)
+        click.echo(answer_python(summary, note))
     elif fmt == "env":
         click.echo("\n".join(env_lines(w.config)))
     else:

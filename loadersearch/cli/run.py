@@ -15,6 +15,7 @@ from loadersearch.cli._options import (
     allow_mixed_hardware_option,
     given,
     no_wait_option,
+    pipeline_given,
     plan_options,
     storage_option,
     study_option,
@@ -89,6 +90,11 @@ def run(spec_file: str | None, quiet: bool, no_wait: bool, **opts: Any) -> None:
     Each trial measures one configuration in a fresh process; slow ones are pruned; every
     result is stored in the study database (open it with `loadersearch dashboard`). Re-running
     the same command resumes the study.
+
+    \b
+    Your own pipeline instead of YOLOv4-tiny (run where mypkg/ is):
+      loadersearch run --dataset mypkg.data:make_dataset --model mypkg.model:make_model \\
+                       --step mypkg.train:make_step --arg dataset.root=data
     """
     from loadersearch.hardware import fingerprint
     from loadersearch.search.settings import Overrides, resolve_settings
@@ -117,6 +123,7 @@ def run(spec_file: str | None, quiet: bool, no_wait: bool, **opts: Any) -> None:
         "allow_mixed_hardware": True if opts["allow_mixed_hardware"] else None,
     }
     overrides.workload = given(opts, WORKLOAD_KEYS)
+    overrides.pipeline = pipeline_given(opts)
     overrides.plan = given(opts, PLAN_KEYS)
     hardware = fingerprint()
     settings = resolve_settings(
@@ -126,7 +133,7 @@ def run(spec_file: str | None, quiet: bool, no_wait: bool, **opts: Any) -> None:
     from loadersearch.cli._progress import make_progress
     from loadersearch.cli.report import render_summary
     from loadersearch.hostlock import measurement_lock
-    from loadersearch.report import summarize
+    from loadersearch.report import publish, summarize, trial_hooks
     from loadersearch.search.study import run_study
 
     if no_wait:  # refuse now if the host is busy; later trials queue for it as usual
@@ -135,10 +142,13 @@ def run(spec_file: str | None, quiet: bool, no_wait: bool, **opts: Any) -> None:
     progress = make_progress(quiet=quiet, target=settings.trials)
     started = time.monotonic()
     try:
-        outcome = run_study(settings, progress=progress, hardware=hardware)
+        outcome = run_study(
+            settings, progress=progress, hardware=hardware, **trial_hooks(settings.storage)
+        )
     finally:
         progress.close()
     elapsed = time.monotonic() - started
+    publish(outcome.study)  # the study's note in optuna-dashboard, current after every run
     summary = summarize(outcome.study)
     render_summary(
         summary,

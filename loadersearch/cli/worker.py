@@ -57,7 +57,7 @@ def worker(
     from loadersearch.cli.report import render_summary
     from loadersearch.hardware import fingerprint
     from loadersearch.hostlock import measurement_lock
-    from loadersearch.report import summarize
+    from loadersearch.report import summarize, trial_hooks
 
     if no_wait:  # refuse now if the host is busy; later trials queue for it as usual
         with measurement_lock(wait=False):
@@ -67,8 +67,14 @@ def worker(
     try:
         # The study exists (join_study checked) and the settings are its own: run_study
         # loads it, checks the hardware, and creates nothing.
+        # It notes its own trials in the dashboard; the study's note is the confirming run's.
         outcome = run_study(
-            settings, create=False, confirm=False, progress=progress, hardware=fingerprint()
+            settings,
+            create=False,
+            confirm=False,
+            progress=progress,
+            hardware=fingerprint(),
+            **trial_hooks(settings.storage),
         )
     finally:
         progress.close()

@@ -88,7 +88,7 @@ def _measure(out: TextIO, wspec: WorkloadSpec, config: LoaderConfig, plan: Measu
     )
     from loadersearch.workload import create_workload
 
-    workload = create_workload(wspec)
+    workload = create_workload(wspec, batch_size=config.batch_size)
     cuda_index = workload.device.index if workload.cuda else None
     probes = Probes(cuda_index).start()
     memory = None

@@ -10,9 +10,10 @@ import re
 import signal
 import traceback
 
-from loadersearch.errors import BadSampleError, DatasetError, DeviceError
+from loadersearch.errors import BadSampleError, DatasetError, DeviceError, PipelineError
 from loadersearch.measure.result import (
     BAD_DATASET,
+    BAD_PIPELINE,
     BAD_SAMPLE,
     CRASH,
     ERROR,
@@ -117,6 +118,8 @@ def classify_exception(
         return ERROR, BAD_SAMPLE, f"bad sample {sample}"
     if isinstance(e, DatasetError):
         return ERROR, BAD_DATASET, _original(e, "DatasetError") or str(e)
+    if isinstance(e, PipelineError):  # also rebuilt from a DataLoader worker's traceback text
+        return ERROR, BAD_PIPELINE, _original(e, "PipelineError") or str(e)
     if isinstance(e, MemoryError) or _original(e, "MemoryError") is not None:
         return INFEASIBLE, HOST_OOM, "host memory exhausted (MemoryError)"
     m = _WORKER_DIED.search(text)

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -103,6 +103,24 @@ def make_loader(workload: Any, config: LoaderConfig, sampler: ShortEpochSampler)
     )
 
 
+def move_to_device(batch: Any, device: Any, non_blocking: bool = False) -> Any:
+    """``batch`` with every tensor in it on ``device``: tensors nested in tuples, lists, dicts
+    and namedtuples, and objects with a ``to`` method (custom batch classes); anything else
+    (strings, numbers) as it is. The structure a training loop would move, whatever the
+    collate returns."""
+    if isinstance(batch, torch.Tensor):
+        return batch.to(device, non_blocking=non_blocking)
+    if isinstance(batch, Mapping):
+        return {k: move_to_device(v, device, non_blocking) for k, v in batch.items()}
+    if isinstance(batch, tuple) and hasattr(batch, "_fields"):  # a namedtuple
+        return type(batch)(*(move_to_device(v, device, non_blocking) for v in batch))
+    if isinstance(batch, (tuple, list)):
+        return type(batch)(move_to_device(v, device, non_blocking) for v in batch)
+    if not isinstance(batch, (str, bytes)) and callable(getattr(batch, "to", None)):
+        return batch.to(device, non_blocking=non_blocking)
+    return batch
+
+
 class _Clock:
     """Device synchronisation and host->device copy timing (CUDA events, read at edges).
 
@@ -123,21 +141,21 @@ class _Clock:
         if self.barrier is not None:
             self.barrier()
 
-    def to_device(self, batch: Any, non_blocking: bool) -> tuple[Any, ...]:
-        """Every tensor of the batch (images, targets and whatever the collate adds) on the
-        device, in order."""
+    def to_device(self, batch: Any, non_blocking: bool) -> Any:
+        """Every tensor of the batch (nested in tuples, lists, dicts, ...: images, targets and
+        whatever the collate adds) on the device, in the same structure."""
         if self.cuda:
             start = self.torch.cuda.Event(enable_timing=True)
             end = self.torch.cuda.Event(enable_timing=True)
             start.record()
-            moved = tuple(x.to(self.device, non_blocking=non_blocking) for x in batch)
+            batch = move_to_device(batch, self.device, non_blocking)
             end.record()
             self.events.append((start, end))
-            return moved
+            return batch
         t = time.perf_counter()
-        moved = tuple(x.to(self.device) for x in batch)
+        batch = move_to_device(batch, self.device, False)
         self.host_h2d += time.perf_counter() - t
-        return moved
+        return batch
 
     def take_h2d(self) -> float:
         """Copy seconds since the last call; call after :meth:`sync`."""
@@ -159,7 +177,7 @@ class _WindowClock:
 def _run_epoch(
     loader: DataLoader,
     clock: _Clock,
-    step_fn: Callable[[Any, Any], None],
+    step_fn: Callable[[Any], None],
     edges: list[int],
     non_blocking: bool,
     end_window: Callable[[int, _WindowClock, float, float], None] | None,
@@ -184,9 +202,8 @@ def _run_epoch(
         arrivals.append(t_got - t_iter)
         if step == 0:
             window.start_s = t_got - t_iter
-        moved = clock.to_device(batch, non_blocking)
-        step_fn(*moved)
-        del batch, moved
+        step_fn(clock.to_device(batch, non_blocking))
+        del batch
         if step == 0 and after_first_step is not None:
             after_first_step()
         step += 1

@@ -380,7 +380,9 @@ def _run_rank(
 
         return DistributedDataParallel(model, device_ids=[rank] if cuda else None)
 
-    workload = create_workload(wspec, wrap_model=ddp if wspec.kind == "train" else None)
+    workload = create_workload(
+        wspec, batch_size=config.batch_size, wrap_model=ddp if wspec.kind == "train" else None
+    )
     if wspec.kind == "emulated":
         workload.step = _lockstep(workload.step, workload.device, cuda)
     barrier_kwargs = {"device_ids": [rank]} if cuda else {}

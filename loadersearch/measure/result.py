@@ -29,6 +29,7 @@ KILLED = "killed"  # the child itself was killed by a signal
 HOST_OOM = "host_oom"  # host RAM exhausted
 BAD_SAMPLE = "bad_sample"  # an unreadable image or malformed label (names the file)
 BAD_DATASET = "bad_dataset"  # missing directory, unknown format, empty dataset
+BAD_PIPELINE = "bad_pipeline"  # the user's pipeline cannot be imported, built or run
 INVALID_CONFIG = "invalid_config"  # e.g. prefetch_factor with num_workers=0
 NO_DEVICE = "no_device"  # the study runs on CUDA but the measuring process sees no GPU
 CRASH = "crash"  # anything else: a bug; the message carries the traceback's last line

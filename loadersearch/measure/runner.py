@@ -99,7 +99,8 @@ def measure(
     same holds for an exception raised by ``on_window``.
     """
     _become_subreaper()
-    if workload.data is None:  # generate the default dataset here, not inside the timed child
+    if workload.data is None and workload.pipeline is None:
+        # generate the default dataset here, not inside the timed child
         from loadersearch.workload.synthetic import default_dataset
 
         workload = dataclasses.replace(workload, data=default_dataset())
@@ -113,6 +114,11 @@ def measure(
     spec = json.dumps(
         {"workload": workload.to_dict(), "config": config.to_dict(), "plan": plan.to_dict()}
     )
+    env = None
+    if workload.pipeline is not None:  # the child imports the user's modules
+        from loadersearch.workload.refs import child_environ
+
+        env = child_environ(workload.pipeline)
     read_fd, write_fd = os.pipe()
     log = tempfile.TemporaryFile()
     t0 = time.monotonic()
@@ -125,6 +131,7 @@ def measure(
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,
+            env=env,
         )
     except BaseException:
         os.close(read_fd)

@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from loadersearch.config import LoaderConfig, MeasurePlan, WorkloadSpec
-from loadersearch.errors import DatasetError, StudyError
-from loadersearch.measure.result import BAD_DATASET, BAD_SAMPLE, ERROR, INFEASIBLE, OK, VRAM_CAP
-from loadersearch.search.objective import MeasureFn, measurement_lock
+from loadersearch.errors import StudyError
+from loadersearch.measure.result import INFEASIBLE, OK, VRAM_CAP
+from loadersearch.search.objective import MeasureFn, measurement_lock, unusable_input
 from loadersearch.search.progress import Progress
 
 _logger = logging.getLogger(__name__)
@@ -128,8 +128,9 @@ def _measure_fits(
     config = LoaderConfig(num_workers=0, batch_size=batch)
     with measurement_lock():
         measured = measure_fn(workload, config, plan)
-    if measured.status == ERROR and measured.reason in (BAD_SAMPLE, BAD_DATASET):
-        raise DatasetError(f"the dataset cannot be loaded ({measured.reason}): {measured.message}")
+    unusable = unusable_input(measured, workload)
+    if unusable is not None:
+        raise unusable
     if measured.status not in (OK, INFEASIBLE):
         raise StudyError(
             f"the batch-size probe at batch_size={batch} ended with {measured.status} "

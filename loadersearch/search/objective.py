@@ -22,9 +22,16 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from loadersearch import hostlock
-from loadersearch.errors import DatasetError, DeviceError, StudyError
+from loadersearch.errors import (
+    DatasetError,
+    DeviceError,
+    LoaderSearchError,
+    PipelineError,
+    StudyError,
+)
 from loadersearch.measure.result import (
     BAD_DATASET,
+    BAD_PIPELINE,
     BAD_SAMPLE,
     ERROR,
     INFEASIBLE,
@@ -47,7 +54,12 @@ if TYPE_CHECKING:
 _logger = logging.getLogger(__name__)
 
 MeasureFn = Callable[..., MeasureResult]
+# Called with the running trial and its measurement (one with windows) before the trial ends,
+# the last moment it takes artifacts, while this host's measurement lock is still held.
+MeasuredHook = Callable[["optuna.Trial", MeasureResult], None]
 CONSTRAINT = "feasible"  # trial.set_constraint key: <= 0 feasible
+# What the objective returns, as the study's metric name (optuna-dashboard shows it).
+METRIC_NAME = "images/s (projected full epoch)"
 MAX_CONSECUTIVE_CRASHES = 3
 
 
@@ -68,6 +80,24 @@ def measurement_lock() -> Iterator[None]:
         yield
 
 
+def unusable_input(result: MeasureResult, workload: WorkloadSpec) -> LoaderSearchError | None:
+    """The error that stops a study when ``result`` failed because of the user's data or
+    pipeline (every other configuration would fail the same way), else None."""
+    if result.status != ERROR or result.reason not in (BAD_SAMPLE, BAD_DATASET, BAD_PIPELINE):
+        return None
+    again = "and run the same command again to resume."
+    if workload.pipeline is not None:
+        part = "dataset" if result.reason == BAD_SAMPLE else "pipeline"
+        return PipelineError(
+            f"your {part} cannot be used ({result.reason}): {result.message}. Every trial would "
+            f"fail the same way; fix it {again}"
+        )
+    return DatasetError(
+        f"the dataset cannot be loaded ({result.reason}): {result.message}. Every trial would "
+        f"fail the same way; fix the dataset (or pass --skip-bad-samples) {again}"
+    )
+
+
 def window_value(window: Window) -> float:
     """The value reported to the pruner for one window: its images/s *without* the epoch-start
     cost that falls in it. Short measuring epochs over-weight start cost (FACTS.md section 5);
@@ -76,6 +106,11 @@ def window_value(window: Window) -> float:
     if busy <= 0 or window.images <= 0:
         return window.rate
     return window.images / busy
+
+
+def window_wait(window: Window) -> float:
+    """The share of one window the training loop waited for data."""
+    return window.wait_s / window.seconds if window.seconds > 0 else 0.0
 
 
 def result_attrs(result: MeasureResult) -> dict[str, Any]:
@@ -117,6 +152,9 @@ def result_attrs(result: MeasureResult) -> dict[str, Any]:
         "wall_s": r(result.wall_s, 2),
         "windows_done": done,
         "measured_s": r(measured, 3),
+        # Per window, the share the loop waited for data (the rates are the trial's
+        # intermediate values): what the report and the trial's note draw.
+        "window_wait": [r(window_wait(w), 3) for w in result.windows],
         "device": result.device,
         "emulated": bool(result.emulated),
         "feasible": result.status != INFEASIBLE,
@@ -146,6 +184,20 @@ def measured_before(trial: optuna.Trial) -> optuna.trial.FrozenTrial | None:
     return None
 
 
+def record_pruned_against(trial: optuna.Trial) -> None:
+    """Record which trial the clearly-slower test compared this one with (the best feasible
+    trial now), so that the trial's note can say what it lost against."""
+    from loadersearch.search.pruner import ClearlySlowerPruner
+
+    if not isinstance(trial.study.pruner, ClearlySlowerPruner):
+        return  # other pruners compare with no single trial
+    try:
+        best = trial.study.best_trial
+    except ValueError:
+        return
+    trial.set_user_attr("pruned_against", best.number)
+
+
 class Objective:
     """The objective ``study.optimize`` calls. Holds no state a resume would need: everything
     comes from the space, workload and plan stored in the study."""
@@ -158,12 +210,14 @@ class Objective:
         *,
         measure_fn: MeasureFn | None = None,
         progress: Progress | None = None,
+        on_measured: MeasuredHook | None = None,
     ) -> None:
         self.space = space
         self.workload = workload
         self.plan = plan
         self.measure_fn = measure_fn or default_measure()
         self.progress = progress or Progress()
+        self.on_measured = on_measured
         from loadersearch.hardware import host_name
 
         self.host = host_name()
@@ -184,9 +238,16 @@ class Objective:
             value = window_value(window)
             trial.report(value, window.index)
             self.progress.window(trial.number, window, value)
-            return not trial.should_prune()
+            if trial.should_prune():
+                record_pruned_against(trial)
+                return False
+            return True
 
-        result = self.measure(config, on_window)
+        def after(result: MeasureResult) -> None:
+            if self.on_measured is not None and result.windows:
+                self.on_measured(trial, result)
+
+        result = self.measure(config, on_window, after=after)
         for key, value in result_attrs(result).items():
             trial.set_user_attr(key, value)
 
@@ -210,12 +271,9 @@ class Objective:
             raise KeyboardInterrupt
         if result.reason == NO_DEVICE:
             raise DeviceError(f"{result.message} Every trial would fail the same way.")
-        if result.reason in (BAD_SAMPLE, BAD_DATASET):
-            raise DatasetError(
-                f"the dataset cannot be loaded ({result.reason}): {result.message}. Every trial "
-                "would fail the same way; fix the dataset (or pass --skip-bad-samples) and run "
-                "the same command again to resume."
-            )
+        unusable = unusable_input(result, self.workload)
+        if unusable is not None:
+            raise unusable
         self._crashes += 1
         if self._crashes >= MAX_CONSECUTIVE_CRASHES:
             raise StudyError(
@@ -244,7 +302,17 @@ class Objective:
         return float(previous.value)
 
     def measure(
-        self, config: LoaderConfig, on_window: Callable[[Window], bool] | None = None
+        self,
+        config: LoaderConfig,
+        on_window: Callable[[Window], bool] | None = None,
+        *,
+        after: Callable[[MeasureResult], None] | None = None,
     ) -> MeasureResult:
+        """Measure ``config`` holding this host's measurement lock. ``after`` runs with the
+        result before the lock is released, so that its CPU time (drawing a picture)
+        disturbs no other process's measurement on this host."""
         with measurement_lock():
-            return self.measure_fn(self.workload, config, self.plan, on_window=on_window)
+            result = self.measure_fn(self.workload, config, self.plan, on_window=on_window)
+            if after is not None:
+                after(result)
+            return result

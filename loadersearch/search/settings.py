@@ -1,6 +1,6 @@
 """Study specs: what a study measures, read from a TOML file and command-line overrides.
 
-A spec file (``studies/*.toml``) has up to four tables::
+A spec file (``studies/*.toml``) has up to five tables::
 
     [study]     name, trials, epochs_planned, confirm_rounds, pruner, seed, description
     [workload]  kind, data, format, img_size, classes, mosaic, device, vram_cap ("6GiB"),
@@ -9,6 +9,8 @@ A spec file (``studies/*.toml``) has up to four tables::
     [space]     num_workers = "0:16", batch_size = "8:64:8" | "pow2:8:128",
                 prefetch_factor = "1:8", pin_memory = "both" | true | false, ...
     [space.fix] batch_size = 16, ...
+    [pipeline]  dataset = "mypkg.data:make_dataset", model, loss, step, collate (your own
+                pipeline instead of YOLOv4-tiny); [pipeline.dataset_kwargs] root = "data", ...
 
 :func:`resolve_settings` turns the file, the command-line overrides and this machine into
 :class:`StudySettings`; command-line values win over the file, the file over the defaults.
@@ -22,7 +24,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
-from loadersearch.config import PRUNERS, MeasurePlan, WorkloadSpec
+from loadersearch.config import PRUNERS, MeasurePlan, PipelineSpec, WorkloadSpec
 from loadersearch.config import parse_size as config_parse_size
 from loadersearch.errors import LoaderSearchError
 from loadersearch.hardware import Hardware
@@ -47,6 +49,7 @@ _SECTIONS = {
     | {"format", "split", "classes"},
     "plan": {f.name for f in dataclasses.fields(MeasurePlan)},
     "space": set(KNOBS) | {"fix"},
+    "pipeline": {f.name for f in dataclasses.fields(PipelineSpec)},
 }
 
 
@@ -94,6 +97,9 @@ class Overrides:
     plan: dict[str, Any] = field(default_factory=dict)
     space_ranges: dict[str, str] = field(default_factory=dict)
     space_fixed: dict[str, str] = field(default_factory=dict)
+    # PipelineSpec fields: references ("module:qualname") and *_kwargs; kwargs merge into the
+    # file's key by key
+    pipeline: dict[str, Any] = field(default_factory=dict)
 
 
 def parse_size(text: str | int | float | None) -> int | None:
@@ -169,6 +175,9 @@ def resolve_settings(
                 "or run `loadersearch make-dataset` to generate one."
             )
         workload_in["data"] = path
+    pipeline = resolve_pipeline(data.get("pipeline", {}), overrides.pipeline)
+    if pipeline is not None:
+        workload_in["pipeline"] = pipeline
     try:
         workload = WorkloadSpec(**workload_in)
     except (TypeError, ValueError) as e:
@@ -221,6 +230,32 @@ def resolve_settings(
         source=spec_file,
         **extra,
     )
+
+
+def resolve_pipeline(from_file: dict[str, Any], given: dict[str, Any]) -> PipelineSpec | None:
+    """The pipeline of the spec file's [pipeline] table and the command line (which wins; its
+    keyword arguments are merged into the file's), its references imported here so that a
+    wrong name fails before anything runs; None when neither names a pipeline."""
+    given = {k: v for k, v in given.items() if v is not None and v != {}}
+    merged = {**from_file, **given}
+    for key, value in given.items():
+        if key.endswith("_kwargs"):
+            merged[key] = {**from_file.get(key, {}), **value}
+    if not merged:
+        return None
+    if merged.get("dataset") is None:
+        raise SpecError(
+            f"a pipeline ({', '.join(sorted(merged))}) needs its dataset: give "
+            "--dataset module:name (or dataset in [pipeline])."
+        )
+    try:
+        pipeline = PipelineSpec(**merged)
+    except (TypeError, ValueError) as e:
+        raise SpecError(f"pipeline: {e}") from e
+    from loadersearch.workload.refs import check_refs
+
+    check_refs(pipeline)
+    return pipeline
 
 
 def uses_cuda(workload: WorkloadSpec, hardware: Hardware) -> bool:

@@ -18,7 +18,12 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from loadersearch.config import DEFAULT_START_METHOD, LoaderConfig, check_start_method
+from loadersearch.config import (
+    DEFAULT_PREFETCH,
+    DEFAULT_START_METHOD,
+    LoaderConfig,
+    check_start_method,
+)
 
 if TYPE_CHECKING:
     import optuna
@@ -288,7 +293,8 @@ class SearchSpace:
         persistent = False
         start = None
         if workers > 0:
-            prefetch = clip("prefetch_factor", config.prefetch_factor)
+            # a 0-worker config clamped to workers has no prefetch_factor: PyTorch's default
+            prefetch = clip("prefetch_factor", config.prefetch_factor or DEFAULT_PREFETCH)
             persistent = pick("persistent_workers", config.persistent_workers)
             # A baseline rule names no start method: the space's default (or fixed) one.
             start = pick("start_method", config.start_method or DEFAULT_START_METHOD)

@@ -19,6 +19,7 @@ import dataclasses
 import logging
 import re
 import warnings
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -27,7 +28,14 @@ from loadersearch.errors import StudyError
 from loadersearch.search.baselines import baselines as baseline_rules
 from loadersearch.search.batchprobe import ProbeResult, probe_max_batch
 from loadersearch.search.confirm import confirm_study, confirmation_is_current
-from loadersearch.search.objective import MeasureFn, Objective, TrialCrash, default_measure
+from loadersearch.search.objective import (
+    METRIC_NAME,
+    MeasuredHook,
+    MeasureFn,
+    Objective,
+    TrialCrash,
+    default_measure,
+)
 from loadersearch.search.progress import Progress
 from loadersearch.search.settings import StudySettings, resolved_workload, uses_cuda
 from loadersearch.search.space import SearchSpace, SpaceError
@@ -44,6 +52,11 @@ CPU_NOTICE = (
     "loader, is the bottleneck, so loader settings matter little. For a loader-bound answer "
     "try --workload emulated (a stand-in GPU) or run on the GPU machine."
 )
+PIPELINE_CPU_NOTICE = (
+    "No GPU here: your training step runs on the CPU, beside the DataLoader workers; where the "
+    "step is the bottleneck, loader settings matter little. For a loader-bound answer try "
+    "--workload emulated (a stand-in GPU) or run on the GPU machine."
+)
 
 
 @dataclass
@@ -58,10 +71,19 @@ class RunOutcome:
 
 
 def default_study_name(workload: WorkloadSpec, hardware: Hardware) -> str:
-    """e.g. ``yolov4-tiny-train-128-cpu2``, ``yolov4-tiny-emulated-416-voc-cpu16``."""
+    """e.g. ``yolov4-tiny-train-128-cpu2``, ``yolov4-tiny-emulated-416-voc-cpu16``, and for a
+    user pipeline its dataset's module and name and its model's or step's name:
+    ``classification-make-dataset-make-model-train-cpu2``."""
     gpu = uses_cuda(workload, hardware)
-    img = _img_size(workload, gpu)
-    parts = ["yolov4-tiny", workload.kind, str(img)]
+    if workload.pipeline is not None:
+        p = workload.pipeline
+        module, name = p.dataset.split(":")
+        parts = [_slug(f"{module.split('.')[-1]}-{name}")]
+        if p.model or p.step:
+            parts.append(_slug((p.model or p.step or "").split(":")[-1]))
+        parts.append(workload.kind)
+    else:
+        parts = ["yolov4-tiny", workload.kind, str(_img_size(workload, gpu))]
     if workload.data:
         parts.append(_slug(workload.data.rstrip("/").split("/")[-1]))
     if workload.vram_cap:
@@ -78,8 +100,11 @@ def default_study_name(workload: WorkloadSpec, hardware: Hardware) -> str:
 
 def describe_workload(settings: StudySettings, hardware: Hardware) -> str:
     w = settings.workload
-    img = _img_size(w, uses_cuda(w, hardware))
-    text = f"YOLOv4-tiny {w.kind} at {img} px on {w.data or 'the built-in generated dataset'}"
+    if w.pipeline is not None:
+        text = f"your pipeline ({w.kind} workload): {w.pipeline.describe()}"
+    else:
+        img = _img_size(w, uses_cuda(w, hardware))
+        text = f"YOLOv4-tiny {w.kind} at {img} px on {w.data or 'the built-in generated dataset'}"
     if w.emulated:
         text += (
             f" (EMULATED accelerator: {w.emulated_ms[0]:g} + {w.emulated_ms[1]:g} ms x batch, "
@@ -180,6 +205,8 @@ def open_study(
         study = optuna.load_study(study_name=name, storage=storage, sampler=sampler, pruner=pruner)
         if create:
             _check_same_spec(study, settings, redact_url(url))
+            if study.metric_names is None:  # a study created before loadersearch named it
+                _name_metric(study)
         _check_hardware(study, hardware, settings.allow_mixed_hardware)
         study.storage_notes = storage_notes  # type: ignore[attr-defined]
         return study, True
@@ -196,6 +223,7 @@ def open_study(
         direction="maximize",
         load_if_exists=True,
     )
+    _name_metric(study)
     attrs = {
         "spec": settings.spec_dict(),
         "workload_description": describe_workload(settings, hardware),
@@ -206,11 +234,22 @@ def open_study(
         "epochs_planned": settings.epochs_planned,
         "confirm_rounds": settings.confirm_rounds,
         "source": settings.source,
+        # the user's factories, at a glance in optuna-dashboard (also in "spec")
+        "pipeline": settings.workload.pipeline.refs() if settings.workload.pipeline else None,
     }
     for key, value in attrs.items():
         study.set_user_attr(key, value)
     study.storage_notes = storage_notes  # type: ignore[attr-defined]
     return study, False
+
+
+def _name_metric(study: optuna.Study) -> None:
+    """Name the objective, for optuna-dashboard and Optuna's plots (instead of "Objective 0")."""
+    import optuna
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        study.set_metric_names([METRIC_NAME])
 
 
 def _check_same_spec(study: optuna.Study, settings: StudySettings, url: str) -> None:
@@ -356,9 +395,14 @@ def run_study(
     measure_fn: MeasureFn | None = None,
     progress: Progress | None = None,
     hardware: Hardware | None = None,
+    callbacks: Sequence[Callable[[optuna.Study, optuna.trial.FrozenTrial], None]] = (),
+    on_measured: MeasuredHook | None = None,
 ) -> RunOutcome:
     """Run (or resume) a study until it holds ``settings.trials`` finished trials, then
     confirm the finalists (when ``confirm``).
+
+    ``callbacks`` run after each trial this process finishes (Optuna callbacks: the trial
+    notes); ``on_measured`` while a measured trial still runs (its artifacts).
 
     ``create=True`` (``loadersearch run``) creates the study or resumes it after checking that
     its stored spec is ``settings``'; ``create=False`` (a worker) only joins an existing study,
@@ -378,7 +422,7 @@ def run_study(
         progress.notice(note)
     gpu = uses_cuda(settings.workload, hardware)
     if settings.workload.kind == "train" and not gpu:
-        progress.notice(CPU_NOTICE)
+        progress.notice(CPU_NOTICE if settings.workload.pipeline is None else PIPELINE_CPU_NOTICE)
     if settings.workload.emulated:
         progress.notice("EMULATED accelerator: results describe a stand-in device, not a GPU.")
     if settings.workload.gpus > 1:
@@ -400,7 +444,12 @@ def run_study(
         study.set_user_attr("baselines", [])  # the creator chose none: workers add none
 
     objective = Objective(
-        space, measured.workload, settings.plan, measure_fn=measure_fn, progress=progress
+        space,
+        measured.workload,
+        settings.plan,
+        measure_fn=measure_fn,
+        progress=progress,
+        on_measured=on_measured,
     )
 
     def report_end(study_: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
@@ -409,7 +458,11 @@ def run_study(
     if before < settings.trials:
         # The budget is the study's total, shared exactly by every worker on every machine.
         optimize_to_total(
-            study, objective, settings.trials, catch=(TrialCrash,), callbacks=[report_end]
+            study,
+            objective,
+            settings.trials,
+            catch=(TrialCrash,),
+            callbacks=[*callbacks, report_end],
         )
     ran = finished_trials(study) - before
 

@@ -15,11 +15,13 @@ MySQL/MariaDB (``mysql+pymysql://``) are for several machines sharing one study.
   (:mod:`._url`);
 - on a local SQLite file, runs in WAL mode, and warns where SQLite is unsafe (:mod:`._sqlite`).
 
-Environment settings (heartbeat timing, retry and connect timeouts) are in :mod:`._settings`.
+Environment settings (heartbeat timing, retry and connect timeouts) are in :mod:`._settings`;
+where a study's artifacts (trial pictures) live, in :mod:`._artifacts`.
 """
 
 from __future__ import annotations
 
+from loadersearch.storage._artifacts import ARTIFACTS_ENV, artifact_dir, open_artifact_store
 from loadersearch.storage._open import open_existing_storage, open_storage, study_hosts
 from loadersearch.storage._settings import heartbeat_settings
 from loadersearch.storage._sqlite import (
@@ -31,11 +33,14 @@ from loadersearch.storage._sqlite import (
 from loadersearch.storage._url import DEFAULT_STORAGE, ENV_VAR, redact_url, resolve_storage_url
 
 __all__ = [
+    "ARTIFACTS_ENV",
     "DEFAULT_STORAGE",
     "ENV_VAR",
+    "artifact_dir",
     "filesystem_type",
     "heartbeat_settings",
     "is_network_filesystem",
+    "open_artifact_store",
     "open_existing_storage",
     "open_storage",
     "redact_url",

@@ -93,12 +93,13 @@ class Workload:
     kind: str
     device: Any  # torch.device the batches are moved to (cuda:N with its index, or cpu)
     device_label: str  # "cuda:0 (NVIDIA H200)", "cpu (2 cores)", "emulated (...)"
-    img_size: int
+    img_size: int | None  # None for a user pipeline (its dataset decides)
     dataset: Any  # a map-style torch Dataset
     collate_fn: Callable
     worker_init_fn: Callable | None
-    # (images uint8 (B,3,S,S), targets (n,6), their target_layout (B,m)), all on the device
-    step: Callable[..., None]
+    # step(batch), the batch on the device: (images uint8 (B,3,S,S), targets (n,6), their
+    # target_layout (B,m)) for YOLOv4-tiny; whatever the collate returns for a user pipeline
+    step: Callable[[Any], None]
     emulated: bool = False
     notes: list[str] = field(default_factory=list)
     # emulated allocation peak in bytes, after the run (CUDA peaks: loadersearch.measure.cuda)
@@ -124,6 +125,7 @@ def _train_step(
     import torch
 
     from loadersearch.workload.loss import YoloLoss
+    from loadersearch.workload.step import make_optimizer, train_step
     from loadersearch.workload.yolov4_tiny import YOLOv4Tiny
 
     cuda = device.type == "cuda"
@@ -131,46 +133,44 @@ def _train_step(
     if cuda:
         model = model.to(memory_format=torch.channels_last)
     model.train()
-    if wrap_model is not None:  # e.g. DistributedDataParallel, once the model is on its device
+    yolo_loss = YoloLoss(num_classes).to(device)
+    opt = make_optimizer(spec.optimizer, model.parameters())
+    if wrap_model is not None:  # e.g. DistributedDataParallel: it shares the parameters
         model = wrap_model(model)
-    loss_fn = YoloLoss(num_classes).to(device)
-    if spec.optimizer == "sgd":
-        opt = torch.optim.SGD(
-            model.parameters(), lr=0.01, momentum=0.937, nesterov=True, weight_decay=5e-4
-        )
-    elif spec.optimizer == "adamw":
-        opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=5e-4)
-    else:
-        raise ValueError(f"Unknown optimizer {spec.optimizer!r}; choose one of sgd, adamw.")
-    scaler = torch.amp.GradScaler("cuda", enabled=cuda)
 
-    def step(images: Any, targets: Any, layout: Any = None) -> None:
+    def prepare(images: Any) -> Any:
         x = images.float().div_(255.0)  # uint8 batches are normalised on the device
-        if cuda:
-            x = x.contiguous(memory_format=torch.channels_last)
-        with torch.autocast(device_type=device.type, dtype=torch.float16, enabled=cuda):
-            outputs = model(x)
-        # layout: built on the CPU by the collate, so the loss never waits for the device
-        loss, _ = loss_fn(outputs, targets, img_size, layout)
-        opt.zero_grad(set_to_none=True)
-        scaler.scale(loss).backward()
-        scaler.step(opt)
-        scaler.update()
+        return x.contiguous(memory_format=torch.channels_last) if cuda else x
 
-    return step
+    def loss(outputs: Any, targets: Any) -> Any:  # YoloLoss runs in float32 under autocast
+        boxes, layout = targets
+        # layout: built on the CPU by the collate, so the loss never waits for the device
+        return yolo_loss(outputs, boxes, img_size, layout)[0]
+
+    # batches are (images, targets, layout): the loss takes (targets, layout)
+    return train_step(model, loss, opt, device, prepare=prepare, split=_inputs_and_rest)
+
+
+def _inputs_and_rest(batch: Any) -> tuple[Any, Any]:
+    return batch[0], tuple(batch[1:])
 
 
 def create_workload(
-    spec: WorkloadSpec, *, wrap_model: Callable[[Any], Any] | None = None
+    spec: WorkloadSpec,
+    batch_size: int | None = None,
+    *,
+    wrap_model: Callable[[Any], Any] | None = None,
 ) -> Workload:
     """Build the dataset and the per-batch step of ``spec`` (imports torch; call in the child).
 
     A CUDA device comes with its index (``cuda:N``, the current device), so that every
     ``torch.cuda`` call on it names the device explicitly. On CUDA the measurement enforces
     ``spec.vram_cap`` (:mod:`loadersearch.measure.cuda`); for ``emulated`` it is checked
-    against the emulated allocation at the first step. ``wrap_model`` wraps the train
-    workload's model before its optimizer is built (one rank of a DistributedDataParallel job
-    passes the DDP wrapper).
+    against the emulated allocation at the first step. ``batch_size`` is the configuration's
+    (every batch has it: fixed sampler, drop_last); the emulated accelerator consumes batches
+    of that size (without it: the length of the batch's first element, YOLOv4-tiny's images).
+    ``wrap_model`` wraps the model a train step runs (one rank of a DistributedDataParallel job
+    passes the DDP wrapper), YOLOv4-tiny's or a pipeline's.
     """
     import torch
 
@@ -188,43 +188,60 @@ def create_workload(
     elif spec.vram_cap is not None and spec.kind != "emulated":
         notes.append(f"no CUDA device: the VRAM cap does not apply to the {spec.kind} workload")
 
-    dataset = open_dataset(
-        spec.data if spec.data is not None else _default_data(),
-        spec.data_format,
-        img_size=img_size,
-        augment=True,
-        mosaic=spec.mosaic,
-        skip_bad_samples=spec.skip_bad_samples,
-        seed=spec.seed,
-        split=spec.data_split,
-    )
+    pipeline = None
+    if spec.pipeline is not None:
+        from loadersearch.workload.pipeline import build_pipeline
+
+        pipeline = build_pipeline(
+            spec.pipeline,
+            train=spec.kind == "train",
+            device=device,
+            optimizer=spec.optimizer,
+            wrap_model=wrap_model,
+        )
+        dataset, collate_fn, init_fn, img_size = pipeline.dataset, pipeline.collate_fn, None, None
+    else:
+        dataset = open_dataset(
+            spec.data if spec.data is not None else _default_data(),
+            spec.data_format,
+            img_size=img_size,
+            augment=True,
+            mosaic=spec.mosaic,
+            skip_bad_samples=spec.skip_bad_samples,
+            seed=spec.seed,
+            split=spec.data_split,
+        )
+        # every YOLOv4-tiny workload: the same data pipeline, target layout included
+        collate_fn, init_fn = collate_with_layout, worker_init_fn
     label = _device_label(device)
     peak_vram: Callable[[], int | None] = Workload.peak_vram  # CUDA: measure.cuda reads it
-    if spec.kind == "train":
+    if spec.kind == "train" and pipeline is not None:
+        step = pipeline.step
+    elif spec.kind == "train":
         step = _train_step(spec, device, img_size, dataset.num_classes, wrap_model)
     elif spec.kind == "loader":
 
-        def step(images: Any, *targets: Any) -> None:  # the pipeline alone: batches dropped
+        def step(batch: Any) -> None:  # the pipeline alone: batches are dropped
             return None
 
     else:
         acc = EmulatedAccelerator(spec.emulated_ms, spec.emulated_mib, spec.vram_cap)
 
-        def step(images: Any, *targets: Any) -> None:
-            acc.step(images.shape[0])
+        def step(batch: Any) -> None:
+            acc.step(batch_size or batch[0].shape[0])
 
         label = f"{describe(spec.emulated_ms, spec.emulated_mib)}; batches on {label}"
         peak_vram = lambda: acc.peak_bytes  # noqa: E731
         notes.append("EMULATED accelerator: no real device computes; figures are a stand-in")
-    logger.debug("workload %s on %s at %d px", spec.kind, label, img_size)
+    logger.debug("workload %s on %s at %s px", spec.kind, label, img_size or "its own")
     return Workload(
         kind=spec.kind,
         device=device,
         device_label=label,
         img_size=img_size,
         dataset=dataset,
-        collate_fn=collate_with_layout,  # every workload: the same data pipeline
-        worker_init_fn=worker_init_fn,
+        collate_fn=collate_fn,
+        worker_init_fn=init_fn,
         step=step,
         emulated=spec.emulated,
         notes=notes,

@@ -82,3 +82,15 @@ def test_more_ranks_than_gpus_on_cuda_exits_2_naming_the_fix():
     assert "gpus=64 needs 64 GPUs, one per rank" in result.output
     assert "--device cpu for CPU ranks with gloo" in result.output
     assert "Traceback" not in result.output
+
+
+def test_bench_measures_a_user_pipeline_named_on_the_command_line():
+    args = ["bench", "--dataset", "helpers.pipelines:make_dataset", "--arg", "dataset.n=16",
+            "--arg", "dataset.size=8", "--workload", "loader", "--num-workers", "1",
+            "--batch-size", "4", "--device", "cpu", "--epochs", "1", "--steps", "2",
+            "--windows", "1"]  # fmt: skip
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    assert "pipeline     dataset helpers.pipelines:make_dataset(n=16, size=8)" in result.output
+    assert "for a full epoch of 16 images" in result.output
+    assert measurement_processes() == []

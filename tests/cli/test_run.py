@@ -25,6 +25,9 @@ def _fingerprint(path: str) -> tuple[str, int]:
         return hashlib.sha256(f.read()).hexdigest(), os.stat(path).st_mtime_ns
 
 
+PIPE = ["--dataset", "helpers.pipelines:make_dataset"]  # tests/helpers/pipelines.py
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -36,6 +39,12 @@ def _fingerprint(path: str) -> tuple[str, int]:
         (["--data", "/nonexistent/dataset"], "dataset directory /nonexistent/dataset does not"),
         (["--vram-cap", "lots"], "Cannot read the size 'lots'"),
         (["--storage", "postgresql+psycopg://u:secret@127.0.0.1:1/db"], "cannot open"),
+        (["--dataset", "nopkg_xyz.data:make"], "no module named 'nopkg_xyz' on the path"),
+        (["--dataset", "helpers/pipelines.py"], "must read 'module:name'"),
+        (["--model", "helpers.pipelines:make_model"], "needs its dataset"),
+        ([*PIPE, "--arg", "datset.n=3"], "is not PART.KEY=VALUE with PART one of dataset,"),
+        ([*PIPE, "--img-size", "64"], "img_size applies to the built-in YOLOv4-tiny workload"),
+        ([*PIPE, "--step", "helpers.pipelines:make_step"], "emulated workload runs no model"),
     ],
 )
 def test_bad_input_exits_with_one_line_and_leaves_the_database_alone(

@@ -3,6 +3,7 @@ epoch starts its iterator (workers) again, and every epoch draws the same images
 
 from __future__ import annotations
 
+from collections import namedtuple
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -11,7 +12,13 @@ import torch
 from torch.utils.data import Dataset
 
 from loadersearch.config import LoaderConfig, MeasurePlan
-from loadersearch.measure.loop import ShortEpochSampler, make_loader, run_loop, window_edges
+from loadersearch.measure.loop import (
+    ShortEpochSampler,
+    make_loader,
+    move_to_device,
+    run_loop,
+    window_edges,
+)
 
 
 class _Indices(Dataset):
@@ -40,7 +47,8 @@ class _Workload:
     device: Any = torch.device("cpu")
     cuda: bool = False
 
-    def step(self, images: torch.Tensor, targets: torch.Tensor) -> None:
+    def step(self, batch: tuple[torch.Tensor, torch.Tensor]) -> None:
+        images, targets = batch
         self.served.append([int(x) for x in targets[:, 1]])
 
 
@@ -136,7 +144,8 @@ def test_every_tensor_of_the_batch_reaches_the_step_and_the_first_warmup_step_is
     events: list[str] = []
 
     class ThreeTensors(_Workload):
-        def step(self, images, targets, extra) -> None:  # noqa: ANN001
+        def step(self, batch) -> None:  # noqa: ANN001
+            images, targets, extra = batch
             assert torch.equal(extra, targets[:, 1].long())
             events.append("step")
 
@@ -160,3 +169,26 @@ def test_workers_start_by_the_configured_method(start_method: str) -> None:
     config = LoaderConfig(num_workers=1, batch_size=2, start_method=start_method)
     loader = make_loader(_Workload(), config, ShortEpochSampler(10, 2, 0))
     assert loader.multiprocessing_context.get_start_method() == start_method
+
+
+def test_every_tensor_of_a_batch_reaches_the_device_whatever_the_collate_returns() -> None:
+    Pair = namedtuple("Pair", "x y")
+
+    class Graph:  # a custom batch class with its own `to`, as torch_geometric's Batch
+        def to(self, device: torch.device, non_blocking: bool = False) -> tuple:
+            return ("moved", device, non_blocking)
+
+    meta = torch.device("meta")  # a device without memory: shows the move, needs no GPU
+    batch = {
+        "images": torch.zeros(2, 3),
+        "masks": [torch.zeros(4), (torch.ones(2), "id-7")],
+        "pair": Pair(torch.zeros(1), 3),
+        "graph": Graph(),
+    }
+    moved = move_to_device(batch, meta, non_blocking=True)
+    assert moved["images"].device == meta and moved["masks"][0].device == meta
+    assert moved["masks"][1][0].device == meta and moved["masks"][1][1] == "id-7"
+    assert isinstance(moved["pair"], Pair) and moved["pair"].x.device == meta
+    assert moved["pair"].y == 3
+    assert moved["graph"] == ("moved", meta, True)
+    assert batch["images"].device.type == "cpu"  # the loader's batch is left as it was

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 from optuna.trial import TrialState
+from search_helpers import HOST, quick_settings, steady_measure
 
-from loadersearch.config import MeasurePlan, WorkloadSpec
+from loadersearch.config import WorkloadSpec
 from loadersearch.errors import DatasetError, DeviceError, StudyError
 from loadersearch.hardware import Hardware
 from loadersearch.measure.result import (
@@ -18,29 +19,14 @@ from loadersearch.measure.result import (
     Window,
 )
 from loadersearch.search.objective import window_value
-from loadersearch.search.settings import StudySettings
 from loadersearch.search.space import SearchSpace
 from loadersearch.search.study import run_study
-
-HOST = Hardware(host="test", cpu_count=2, physical_cores=2, gpu_count=0)
 
 
 @pytest.fixture(autouse=True)
 def own_lock_dir(tmp_path, monkeypatch) -> None:
     # Nothing is measured here: do not wait for real measurements elsewhere on this host.
     monkeypatch.setenv("LOADERSEARCH_LOCK_DIR", str(tmp_path / "locks"))
-
-
-def _settings(tmp_path, trials: int = 3) -> StudySettings:
-    return StudySettings(
-        workload=WorkloadSpec(kind="emulated"),
-        plan=MeasurePlan(epochs=1, steps=2, windows_per_epoch=1),
-        space=SearchSpace(num_workers=(0, 2), batch_size=(8, 16)),
-        trials=trials,
-        study_name="t",
-        storage=f"sqlite:///{tmp_path / 't.db'}",
-        confirm_rounds=0,
-    )
 
 
 def _failing(reason: str):
@@ -52,12 +38,12 @@ def _failing(reason: str):
 
 def test_a_dataset_error_stops_the_whole_run_with_its_message(tmp_path) -> None:
     with pytest.raises(DatasetError, match="every trial would fail|Every trial would fail"):
-        run_study(_settings(tmp_path), measure_fn=_failing(BAD_DATASET), hardware=HOST)
+        run_study(quick_settings(tmp_path), measure_fn=_failing(BAD_DATASET), hardware=HOST)
 
 
 def test_tool_crashes_are_failed_trials_and_three_in_a_row_stop_the_run(tmp_path) -> None:
     with pytest.raises(StudyError, match="3 trials in a row crashed"):
-        run_study(_settings(tmp_path, 10), measure_fn=_failing(CRASH), hardware=HOST)
+        run_study(quick_settings(tmp_path, 10), measure_fn=_failing(CRASH), hardware=HOST)
     import optuna
 
     study = optuna.load_study(study_name="t", storage=f"sqlite:///{tmp_path / 't.db'}")
@@ -89,7 +75,7 @@ def test_a_repeated_configuration_reuses_the_measurement_instead_of_measuring_ag
     import dataclasses
 
     settings = dataclasses.replace(
-        _settings(tmp_path, trials=3),
+        quick_settings(tmp_path, trials=3),
         space=SearchSpace(num_workers=(0, 0), batch_size=(8, 8), pin_memory=(False,)),
         baselines=False,
     )
@@ -123,7 +109,7 @@ def test_a_cuda_study_measures_on_cuda_explicitly_and_stops_when_the_child_sees_
         )  # fmt: skip
 
     settings = dataclasses.replace(
-        _settings(tmp_path),
+        quick_settings(tmp_path),
         workload=WorkloadSpec(kind="train", device="auto"),
         space=SearchSpace(num_workers=(0, 2), batch_size=(8, 16)).with_fixed("batch_size", 8),
     )
@@ -144,7 +130,7 @@ def test_a_study_stored_before_the_start_method_knob_resumes(tmp_path) -> None:
     def measure(workload, config, plan, *, on_window=None) -> MeasureResult:
         return MeasureResult(config=config, status="ok", objective=1.0, steady_rate=1.0)
 
-    settings = _settings(tmp_path, trials=1)
+    settings = quick_settings(tmp_path, trials=1)
     run_study(settings, measure_fn=measure, hardware=HOST)
     study = optuna.load_study(study_name="t", storage=settings.storage)
     spec = study.user_attrs["spec"]
@@ -152,3 +138,38 @@ def test_a_study_stored_before_the_start_method_knob_resumes(tmp_path) -> None:
     study.set_user_attr("spec", spec)
     outcome = run_study(dataclasses.replace(settings, trials=2), measure_fn=measure, hardware=HOST)
     assert outcome.resumed and outcome.ran == 1
+def test_the_measured_hook_sees_each_measured_trial_while_it_runs_and_wait_is_kept(
+    tmp_path,
+) -> None:
+    import optuna
+
+    seen = []
+
+    def hook(trial: optuna.Trial, result: MeasureResult) -> None:
+        trial.set_user_attr("hooked", True)  # raises once a trial has finished
+        seen.append((trial.number, result.config.label()))
+
+    settings = quick_settings(tmp_path, trials=4)
+    run_study(settings, measure_fn=steady_measure(wait=0.25), hardware=HOST, on_measured=hook)
+
+    study = optuna.load_study(study_name="t", storage=settings.storage)
+    measured = [t for t in study.trials if "repeat_of" not in t.user_attrs]
+    assert seen and [n for n, _ in seen] == [t.number for t in measured]
+    assert all(t.user_attrs["hooked"] and t.user_attrs["window_wait"] == [0.25] for t in measured)
+    assert [label for _, label in seen] == [t.user_attrs["config"] for t in measured]
+
+
+def test_a_clearly_slower_prune_records_the_best_trial_it_lost_to() -> None:
+    import optuna
+
+    from loadersearch.search.objective import record_pruned_against
+    from loadersearch.search.pruner import ClearlySlowerPruner
+
+    for pruner, expected in ((ClearlySlowerPruner(), 1), (optuna.pruners.MedianPruner(), None)):
+        study = optuna.create_study(direction="maximize", pruner=pruner)
+        study.add_trial(optuna.trial.create_trial(value=50.0))
+        study.add_trial(optuna.trial.create_trial(value=90.0))
+        trial = study.ask()
+        record_pruned_against(trial)
+        # Other pruners compare with no single trial: nothing to record.
+        assert trial.user_attrs.get("pruned_against") == expected

@@ -146,3 +146,81 @@ def test_a_spec_file_fixes_or_searches_the_start_method(tmp_path) -> None:
         str(spec), Overrides(space_fixed={"start_method": "forkserver"}), hardware=HOST
     )
     assert fixed.space.start_method == ("forkserver",)
+PIPELINE_TOML = """
+[study]
+trials = 5
+
+[pipeline]
+dataset = "helpers.pipelines:make_dataset"
+model = "helpers.pipelines:make_model"
+loss = "torch.nn:CrossEntropyLoss"
+
+[pipeline.dataset_kwargs]
+n = 32
+size = 8
+"""
+
+
+def test_a_pipeline_table_and_the_command_line_name_the_users_pipeline(tmp_path) -> None:
+    path = tmp_path / "mine.toml"
+    path.write_text(PIPELINE_TOML)
+    overrides = Overrides(
+        pipeline={"dataset_kwargs": {"size": 16}, "model_kwargs": {"classes": 4}}
+    )
+    settings = resolve_settings(str(path), overrides, hardware=HOST)
+    p = settings.workload.pipeline
+    assert p is not None and settings.workload.kind == "train"
+    assert (p.dataset, p.model, p.loss) == (
+        "helpers.pipelines:make_dataset",
+        "helpers.pipelines:make_model",
+        "torch.nn:CrossEntropyLoss",
+    )
+    assert p.dataset_kwargs == {"n": 32, "size": 16}  # merged key by key, the option wins
+    assert p.model_kwargs == {"classes": 4}
+    # stored in the study as plain data, rebuilt equal by a worker
+    again = type(settings.workload).from_dict(settings.spec_dict()["workload"])
+    assert again == settings.workload
+
+
+@pytest.mark.parametrize(
+    ("pipeline", "workload", "match"),
+    [
+        ({"model": "helpers.pipelines:make_model"}, {}, "needs its dataset"),
+        ({"dataset": "helpers.pipelines:make_dataset"}, {}, "train workload needs your training"),
+        (
+            {"dataset": "helpers.pipelines:make_dataset"},
+            {"kind": "loader", "img_size": 64},
+            "img_size applies to the built-in YOLOv4-tiny workload",
+        ),  # fmt: skip
+        (
+            {"dataset": "helpers.pipelines:make_dataset", "model": "helpers.pipelines:make_model"},
+            {"kind": "emulated"},
+            "the emulated workload runs no model or step",
+        ),  # fmt: skip
+        (
+            {
+                "dataset": "helpers.pipelines:make_dataset",
+                "step": "helpers.pipelines:make_step",
+                "loss": "torch.nn:L1Loss",
+                "model": "helpers.pipelines:make_model",
+            },
+            {},
+            "not both",
+        ),  # fmt: skip
+        ({"dataset": "helpers/pipelines.py"}, {"kind": "loader"}, "must read 'module:name'"),
+        ({"dataset": "helpers.pipelines:make_data"}, {"kind": "loader"}, "has no 'make_data'"),
+    ],
+)
+def test_an_unusable_pipeline_is_refused_before_anything_runs(pipeline, workload, match) -> None:
+    from loadersearch.errors import LoaderSearchError
+
+    overrides = Overrides(pipeline=pipeline, workload=workload)
+    with pytest.raises(LoaderSearchError, match=match):
+        resolve_settings(None, overrides, hardware=HOST)
+
+
+def test_unknown_keys_in_a_pipeline_table_are_named(tmp_path) -> None:
+    path = tmp_path / "typo.toml"
+    path.write_text('[pipeline]\ndataset = "helpers.pipelines:make_dataset"\nmodle = "x:y"\n')
+    with pytest.raises(SpecError, match=r"unknown key\(s\) modle in \[pipeline\]"):
+        resolve_settings(str(path), Overrides(), hardware=HOST)

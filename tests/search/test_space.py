@@ -77,6 +77,12 @@ def test_clamp_moves_a_baseline_inside_the_space() -> None:
     )
 
 
+def test_clamp_gives_a_0_worker_baseline_workers_when_workers_are_fixed() -> None:
+    space = SearchSpace(num_workers=(0, 4)).with_fixed("num_workers", 2)
+    config = space.clamp(LoaderConfig(num_workers=0, batch_size=16))  # PyTorch's defaults
+    assert config.num_workers == 2 and config.prefetch_factor == 2
+
+
 def test_batch_bound_from_the_probe_narrows_the_batch_range() -> None:
     space = SearchSpace(batch_size=(8, 128)).with_batch_bound(40)
     assert space.batch_choices()[-1] == 40

@@ -35,9 +35,30 @@ def test_the_wrapped_model_is_the_one_trained_and_stepped(tiny_dataset: str) -> 
     workload = create_workload(spec, wrap_model=wrap)
     before = [p.detach().clone() for p in wrapped[0].parameters()]
     batch = workload.collate_fn([workload.dataset[i] for i in range(2)])
-    workload.step(*batch)
+    workload.step(batch)
 
     assert wrapped[0].calls == 1  # the step runs the wrapper (DDP's forward hooks its all-reduce)
     after = list(wrapped[0].parameters())
     # the optimizer holds the wrapped model's parameters
     assert any(not torch.equal(a, b) for a, b in zip(before, after, strict=True))
+
+
+def test_a_pipelines_model_is_wrapped_before_its_default_step() -> None:
+    from loadersearch.config import PipelineSpec
+
+    wrapped: list[_Counting] = []
+
+    def wrap(model: nn.Module) -> nn.Module:
+        wrapped.append(_Counting(model))
+        return wrapped[0]
+
+    pipeline = PipelineSpec(
+        dataset="helpers.pipelines:make_dataset",
+        model="helpers.pipelines:make_model",
+        loss="torch.nn:CrossEntropyLoss",
+        dataset_kwargs={"n": 8},
+    )
+    spec = WorkloadSpec(kind="train", device="cpu", pipeline=pipeline)
+    workload = create_workload(spec, batch_size=4, wrap_model=wrap)
+    workload.step(workload.collate_fn([workload.dataset[i] for i in range(4)]))
+    assert wrapped and wrapped[0].calls == 1

@@ -1,0 +1,58 @@
+"""What a study found, read from the storage only: summaries, parameter importance, plots,
+the one-page HTML report, and the notes optuna-dashboard shows. Knows nothing of how a trial
+ran.
+
+- :mod:`._study`: open a study for reading.
+- :mod:`._summary`: :func:`summarize`, the winner (confirmed, else the best trial), the
+  baselines' speedups, every trial ranked, the tuning cost.
+- :mod:`._answer`: :func:`load_best`, :func:`env_lines` and the lines to paste
+  (:func:`answer_lines`, :func:`answer_python`; a DDP job's with its sampler and torchrun).
+- :mod:`._importance`: importance on distinct finished configurations.
+- :mod:`._plots`: history, importance, slice and contour as plotly and PNG; a trial's windows.
+- :mod:`._html`: ``index.html``, the report a person opens.
+- :mod:`._notes`: the study's and the trials' notes in optuna-dashboard (written by the
+  processes that run the study, not by ``loadersearch report``).
+"""
+
+from __future__ import annotations
+
+from loadersearch.report._answer import answer_lines, answer_python, env_lines, load_best
+from loadersearch.report._format import (
+    baseline_cells,
+    baseline_header,
+    duration,
+    epoch_time,
+    winner_evidence,
+)
+from loadersearch.report._html import write_report
+from loadersearch.report._importance import Importance, importances
+from loadersearch.report._notes import note_trial, publish, trial_hooks, window_artifact_hook
+from loadersearch.report._plots import write_plots
+from loadersearch.report._study import open_study
+from loadersearch.report._summary import BaselineResult, Finalist, Summary, Winner, summarize
+
+__all__ = [
+    "BaselineResult",
+    "Finalist",
+    "Importance",
+    "Summary",
+    "Winner",
+    "answer_lines",
+    "answer_python",
+    "baseline_cells",
+    "baseline_header",
+    "duration",
+    "env_lines",
+    "epoch_time",
+    "importances",
+    "load_best",
+    "note_trial",
+    "open_study",
+    "publish",
+    "summarize",
+    "trial_hooks",
+    "window_artifact_hook",
+    "winner_evidence",
+    "write_plots",
+    "write_report",
+]

@@ -1,0 +1,181 @@
+"""Sentences and numbers as every view of a study writes them (terminal, index.html, the
+dashboard's notes), so that the three tell the same story in the same words."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from loadersearch.report._summary import BaselineResult, Finalist, Summary, Winner
+
+
+def sentence(text: str) -> str:
+    """``projected epoch ...`` -> ``Projected epoch ....``"""
+    return text[:1].upper() + text[1:] + "."
+
+
+def duration(seconds: float) -> str:
+    """``42.0 s``, ``3.5 min``, ``2.1 h``."""
+    if abs(seconds) >= 3600:
+        return f"{seconds / 3600:.1f} h"
+    if abs(seconds) >= 60:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds:.1f} s"
+
+
+def winner_evidence(w: Winner) -> str:
+    """``80.8 img/s (median of 3 interleaved re-measurements, 78.1..81.0, spread 3.6%)``."""
+    if not w.confirmed:
+        return f"{w.rate:.1f} img/s (best trial, not confirmed)"
+    spread = f", spread {w.spread:.1%}" if w.spread is not None else ""
+    return (
+        f"{w.rate:.1f} img/s (median of {w.rounds} interleaved re-measurements, "
+        f"{w.low:.1f}..{w.high:.1f}{spread})"
+    )
+
+
+def best_trial_differs(summary: Summary) -> str | None:
+    """How optuna-dashboard's "Best Trial" (the highest single measurement) relates to the
+    winner; None when the winner is an unconfirmed best trial (nothing to explain)."""
+    w = summary.winner
+    best = next((r for r in summary.rows if r["state"] == "complete"), None)
+    if w is None or best is None:
+        return None
+    if w.confirmed:
+        reason = (
+            "The best of many noisy single measurements is biased upward (the winner's "
+            "curse), so loadersearch re-measured the finalists interleaved and names the one "
+            "with the highest median."
+        )
+    else:
+        reason = "The study has no confirmation yet: its winner is simply the best trial."
+    if best["trial"] == w.trial:
+        if not w.confirmed:
+            return None
+        return (
+            f'optuna-dashboard\'s "Best Trial" (trial {best["trial"]}, {best["value"]:.1f} '
+            "img/s, one measurement) is the confirmed winner too; its confirmed rate is the "
+            f"median of the re-measurements, {w.rate:.1f} img/s. " + reason
+        )
+    return (
+        f'optuna-dashboard\'s "Best Trial" is trial {best["trial"]} ({best["config"]}, '
+        f"{best['value']:.1f} img/s in one measurement), not the winner, trial {w.trial} "
+        f"({w.config.label()}). " + reason
+    )
+
+
+def machine(hardware: dict[str, Any]) -> str:
+    """``AMD EPYC, 2 CPUs (2 physical cores), 23.5 GiB RAM, no GPU; torch 2.14.1 ...``."""
+    if not hardware:
+        return "not recorded"
+    parts = [
+        f"{hardware.get('cpu_model') or 'unknown CPU'}, {hardware.get('cpu_count')} CPUs "
+        f"({hardware.get('physical_cores')} physical cores)"
+    ]
+    if hardware.get("ram_bytes"):
+        parts.append(f"{hardware['ram_bytes'] / 2**30:.1f} GiB RAM")
+    if hardware.get("shm_bytes"):
+        parts.append(f"{hardware['shm_bytes'] / 2**30:.1f} GiB /dev/shm")
+    if hardware.get("gpu_model"):
+        gpu = f"{hardware.get('gpu_count', 1)} x {hardware['gpu_model']}"
+        if hardware.get("gpu_memory_bytes"):
+            gpu += f" ({hardware['gpu_memory_bytes'] / 2**30:.0f} GiB)"
+        if hardware.get("nvidia_driver"):
+            gpu += f", driver {hardware['nvidia_driver']}"
+        parts.append(gpu)
+    else:
+        parts.append("no GPU")
+    soft = [
+        f"{name} {hardware[key]}"
+        for name, key in (("torch", "torch"), ("CUDA", "torch_cuda"), ("Python", "python"))
+        if hardware.get(key)
+    ]
+    host = f"host {hardware['host']}: " if hardware.get("host") else ""
+    return host + ", ".join(parts) + ("; " + ", ".join(soft) if soft else "")
+
+
+def noise(summary: Summary) -> str:
+    """How quiet the machine was, from what the study measured: the spread of each trial's
+    windows, and of the winner's re-measurements."""
+    cvs = sorted(r["window_cv"] for r in summary.rows if r["window_cv"] is not None)
+    parts = []
+    if cvs:
+        parts.append(
+            f"windows within a trial varied by {cvs[len(cvs) // 2]:.1%} (median CV over "
+            f"{len(cvs)} trials, worst {cvs[-1]:.1%})"
+        )
+    w = summary.winner
+    if w is not None and w.confirmed and w.spread is not None:
+        parts.append(f"the winner's {w.rounds} re-measurements spread {w.spread:.1%}")
+    return "; ".join(parts) if parts else "not measured yet"
+
+
+def cost(summary: Summary) -> str:
+    """What the answer cost: trials, measuring time, the confirmation, what pruning saved."""
+    c = summary.counts
+    text = (
+        f"{summary.finished} trials ({c['complete']} complete, {c['pruned']} pruned, "
+        f"{c['infeasible']} infeasible"
+        + (f", {c['failed']} failed" if c["failed"] else "")
+        + f") measured for {duration(summary.pruning['spent_s'])}"
+    )
+    if summary.confirm_s:
+        text += f", the confirmation for {duration(summary.confirm_s)}"
+    text += f": {duration(summary.tuning_s)} in all."
+    if summary.pruning["saved_s"]:
+        text += (
+            f" Pruning saved about {duration(summary.pruning['saved_s'])} "
+            f"({summary.pruning['fraction']:.0%} of the trials' time)."
+        )
+    return text
+
+
+def baseline_header(epochs: int) -> list[str]:
+    return ["baseline", "config", "img/s", "from", "speedup", f"saved over {epochs} epochs"]
+
+
+def baseline_cells(b: BaselineResult) -> list[str]:
+    """One row of the baselines table, as every view shows it."""
+    return [
+        b.name,
+        b.label,
+        f"{b.rate:.1f}" if b.rate else "-",
+        b.source,
+        f"{b.speedup:.2f}x" if b.speedup else "-",
+        duration(b.saved_s) if b.saved_s is not None else "-",
+    ]
+
+
+def finalist_header(rounds: int) -> list[str]:
+    return ["trial", "config", "trial img/s", f"median of {rounds}", "min..max", "spread"]
+
+
+def finalist_cells(f: Finalist) -> list[str]:
+    """One row of the confirmation table."""
+    return [
+        str(f.trial),
+        f.label + (f" (baseline {f.baseline})" if f.baseline else ""),
+        f"{f.trial_value:.1f}" if f.trial_value is not None else "-",
+        f"{f.median:.1f}",
+        f"{f.low:.1f}..{f.high:.1f}",
+        f"{f.spread:.1%}" if f.spread is not None else "-",
+    ]
+
+
+def epoch_time(summary: Summary) -> str | None:
+    """``projected epoch (16 images): 0.2 s; 300 epochs: 59.4 s``, when known."""
+    w = summary.winner
+    if w is None or not w.epoch_time_s:
+        return None
+    return (
+        f"projected epoch ({summary.dataset_images} images): {duration(w.epoch_time_s)}; "
+        f"{summary.epochs_planned} epochs: {duration(w.epoch_time_s * summary.epochs_planned)}"
+    )
+
+
+def probe(summary: Summary) -> str | None:
+    """The batch-size probe's finding (``largest batch under the cap: 32 ...``), if stored."""
+    if not summary.probe:
+        return None
+    from loadersearch.search.batchprobe import ProbeResult
+
+    return ProbeResult.from_dict(summary.probe).describe()

@@ -1,0 +1,185 @@
+"""The study's plots: optimization history, parameter importance (on distinct configurations,
+see :mod:`._importance`), slice and the num_workers x batch_size contour, as plotly figures
+(for ``index.html``, the standalone HTML files and the dashboard) and as PNG (matplotlib, for
+terminals and papers); and one trial's windows (images/s and data-wait per window).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import warnings
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from loadersearch.report._importance import Importance, importances
+from loadersearch.search.objective import METRIC_NAME as METRIC
+
+if TYPE_CHECKING:
+    import optuna
+    import plotly.graph_objects as go
+
+_logger = logging.getLogger(__name__)
+
+CONTOUR = ("num_workers", "batch_size")
+
+
+def _contour_params(study: optuna.Study) -> list[str] | None:
+    params: set[str] = set()
+    for t in study.get_trials(deepcopy=False):
+        params.update(t.params)
+    return list(CONTOUR) if set(CONTOUR) <= params else None
+
+
+def importance_title(importance: Importance) -> str:
+    return f"Parameter importance on {len(importance.trials)} distinct configurations"
+
+
+def importance_figure(importance: Importance) -> go.Figure:
+    """A horizontal bar per knob, the most important on top (as Optuna draws it)."""
+    import plotly.graph_objects as go
+
+    names = list(importance.values)[::-1]
+    values = [importance.values[n] for n in names]
+    fig = go.Figure(
+        go.Bar(
+            x=values,
+            y=names,
+            orientation="h",
+            text=[f"{v:.2f}" for v in values],
+            textposition="outside",
+            hovertemplate="%{y}: %{x:.3f}<extra></extra>",
+        )
+    )
+    fig.update_layout(
+        title=f"{importance_title(importance)} ({importance.evaluator})",
+        xaxis_title=f"importance for {METRIC}",
+        margin={"l": 140},
+    )
+    return fig
+
+
+def figures(study: optuna.Study, importance: Importance | None = None) -> dict[str, go.Figure]:
+    """The plotly figures by name; a plot that cannot be drawn (too few trials) is left out
+    and logged."""
+    import optuna.visualization as pv
+
+    importance = importance or importances(study)
+    makers: dict[str, Callable[[], go.Figure]] = {
+        "history": lambda: pv.plot_optimization_history(study, target_name=METRIC),
+        "importance": lambda: importance_figure(importance),
+        "slice": lambda: pv.plot_slice(study, target_name=METRIC),
+    }
+    contour = _contour_params(study)
+    if contour:
+        makers["contour_workers_batch"] = lambda: pv.plot_contour(
+            study, params=contour, target_name=METRIC
+        )
+    if not importance.values:
+        del makers["importance"]
+    return _draw(makers, "")
+
+
+def _draw(makers: dict[str, Callable[[], Any]], kind: str) -> dict[str, Any]:
+    import optuna
+
+    drawn = {}
+    for name, make in makers.items():
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+                # Few trials make degenerate axes (one batch size); the plot is still right.
+                warnings.simplefilter("ignore", UserWarning)
+                drawn[name] = make()
+        except Exception as e:  # a plot of too few trials must not stop the report
+            _logger.warning("cannot draw %s%s: %s", name, kind, e)
+    return drawn
+
+
+def write_plots(
+    study: optuna.Study, out_dir: str, importance: Importance | None = None
+) -> list[str]:
+    """Each plot as HTML (plotly) and PNG (matplotlib). Returns the files written."""
+    importance = importance or importances(study)
+    os.makedirs(out_dir, exist_ok=True)
+    figs = figures(study, importance)
+    return write_figures_html(figs, out_dir) + write_pngs(study, out_dir, importance)
+
+
+def write_figures_html(figs: dict[str, go.Figure], out_dir: str) -> list[str]:
+    """``NAME.html`` per figure; plotly.js is written once beside them, as ``plotly.min.js``,
+    so that they open offline (no CDN)."""
+    written = []
+    for name, fig in figs.items():
+        path = os.path.join(out_dir, f"{name}.html")
+        fig.write_html(path, include_plotlyjs="directory")
+        written.append(path)
+    return written
+
+
+def write_pngs(study: optuna.Study, out_dir: str, importance: Importance) -> list[str]:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        import optuna.visualization.matplotlib as pm
+    except ImportError:
+        _logger.warning("matplotlib is not installed: no PNG plots")
+        return []
+    makers: dict[str, Callable[[], Any]] = {
+        "history": lambda: pm.plot_optimization_history(study, target_name=METRIC),
+        "importance": lambda: _importance_axes(importance),
+        "slice": lambda: pm.plot_slice(study, target_name=METRIC),
+    }
+    contour = _contour_params(study)
+    if contour:
+        makers["contour_workers_batch"] = lambda: pm.plot_contour(
+            study, params=contour, target_name=METRIC
+        )
+    if not importance.values:
+        del makers["importance"]
+    written = []
+    for name, ax in _draw(makers, " as PNG").items():
+        fig = ax.flat[0].figure if hasattr(ax, "flat") else ax.figure
+        path = os.path.join(out_dir, f"{name}.png")
+        fig.savefig(path, dpi=100, bbox_inches="tight")
+        plt.close(fig)
+        written.append(path)
+    return written
+
+
+def _importance_axes(importance: Importance) -> Any:
+    import matplotlib.pyplot as plt
+
+    names = list(importance.values)[::-1]
+    fig, ax = plt.subplots(figsize=(7, 0.5 * len(names) + 1.5))
+    ax.barh(names, [importance.values[n] for n in names])
+    ax.set_title(f"{importance_title(importance)} ({importance.evaluator})")
+    ax.set_xlabel(f"importance for {METRIC}")
+    return ax
+
+
+def window_figure_png(label: str, rates: list[float], waits: list[float], path: str) -> bool:
+    """One trial's windows as a PNG: the images/s the pruner saw per window (``rates``), and
+    the share of each window the training loop waited for data (``waits``). False when the
+    trial has no windows."""
+    if not rates:
+        return False
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(6, 5), sharex=True)
+    top.plot(range(len(rates)), rates, marker="o")
+    top.set_ylabel("images/s")
+    top.set_ylim(bottom=0)
+    top.set_title(f"{label}: window rates and data-wait")
+    bottom.bar(range(len(waits)), [100 * w for w in waits], color="tab:orange")
+    bottom.set_ylabel("data-wait %")
+    bottom.set_ylim(0, 100)
+    bottom.set_xlabel("window (the same position in every trial)")
+    fig.savefig(path, dpi=80, bbox_inches="tight")
+    plt.close(fig)
+    return True

@@ -1,0 +1,336 @@
+"""The summary of a study: the winner, its speedup over each baseline, every trial ranked, and
+what the tuning cost. :func:`summarize` reads the storage only and is cut into one step per
+question it answers.
+
+The winner is the confirmed one (study user attribute "confirmation", the interleaved
+re-measurement of the finalists) when present, else the best trial, marked unconfirmed.
+Speedups over the baseline in the confirmation use its confirmation median (the same
+measurement conditions as the winner's); the other baselines' use their trial values.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from loadersearch.config import LoaderConfig
+from loadersearch.report._study import space_fixed
+
+if TYPE_CHECKING:
+    import optuna
+
+# What a trial came to, in the order the trial table lists them.
+COMPLETE, PRUNED, INFEASIBLE, FAILED, RUNNING = (
+    "complete",
+    "pruned",
+    "infeasible",
+    "failed",
+    "running",
+)
+KINDS = (COMPLETE, PRUNED, INFEASIBLE, FAILED, RUNNING)
+
+
+@dataclass
+class Winner:
+    config: LoaderConfig
+    trial: int
+    rate: float  # images/s: the confirmation median, else the trial value
+    confirmed: bool
+    low: float | None = None  # confirmation min and max
+    high: float | None = None
+    spread: float | None = None  # (max - min) / median
+    rounds: int = 0
+    epoch_time_s: float | None = None  # projected seconds of one full epoch
+    trial_value: float | None = None  # the single trial measurement (Optuna's "best" value)
+
+
+@dataclass
+class Finalist:
+    """One configuration the confirmation re-measured."""
+
+    trial: int
+    label: str
+    trial_value: float | None  # its value as a trial: one measurement, biased upward if best
+    median: float
+    low: float
+    high: float
+    spread: float | None
+    baseline: str | None
+
+
+@dataclass
+class BaselineResult:
+    name: str
+    rule: str
+    label: str
+    rate: float | None  # images/s (None when it could not be measured)
+    source: str  # "confirmation" | "trial" | "pruned trial (mean of its windows)" | why not
+    speedup: float | None = None  # winner rate / baseline rate
+    epoch_time_s: float | None = None
+    saved_s: float | None = None  # over epochs_planned epochs
+    trial: int | None = None  # the baseline's trial number, once enqueued
+
+
+@dataclass
+class Summary:
+    study: str
+    description: str
+    emulated: bool
+    epochs_planned: int
+    dataset_images: int
+    winner: Winner | None
+    baselines: list[BaselineResult]
+    counts: dict[str, int]
+    rows: list[dict[str, Any]]  # every trial, best first
+    pruning: dict[str, float]  # measured seconds saved by pruning, and spent measuring
+    probe: dict[str, Any] | None
+    hardware: dict[str, Any] = field(default_factory=dict)
+    finalists: list[Finalist] = field(default_factory=list)  # empty until confirmed
+    confirm_s: float = 0.0  # seconds the confirmation measured
+    confirmed_after: int | None = None  # finished trials the confirmation covered
+    finished: int = 0  # finished (complete, infeasible or pruned) trials now
+    gpus: int = 1  # ranks of the measured DDP job; the answer is per rank
+
+    @property
+    def confirmation_current(self) -> bool:
+        """Whether the confirmation covers every finished trial (a worker may have added
+        trials since; the next ``loadersearch run`` confirms again)."""
+        return self.confirmed_after is not None and self.confirmed_after >= self.finished
+
+    @property
+    def tuning_s(self) -> float:
+        """What the answer cost: every trial's measuring time plus the confirmation."""
+        return self.pruning["spent_s"] + self.confirm_s
+
+
+def summarize(study: optuna.Study) -> Summary:
+    """Everything the end-of-run summary, ``loadersearch report`` and the notes show."""
+    from loadersearch.search.confirm import feasible_complete
+
+    fixed = space_fixed(study)
+    trials = study.get_trials(deepcopy=False)
+    attrs = study.user_attrs
+    confirmation = attrs.get("confirmation")
+    ranked = feasible_complete(study)
+    dataset_images = _dataset_images(ranked)
+    winner = _winner(confirmation, ranked, fixed, dataset_images)
+    finalists = _finalists(confirmation)
+    epochs = int(attrs.get("epochs_planned", 300))
+    by_baseline = _confirmed_baselines(finalists)
+    baselines = [
+        _baseline_result(b, trials, by_baseline.get(b["name"]), winner, dataset_images, epochs)
+        for b in attrs.get("baselines") or []
+    ]
+    rows = _rows(trials, fixed)
+    counts = {kind: 0 for kind in KINDS}
+    for row in rows:
+        counts[row["state"]] += 1
+    return Summary(
+        study=study.study_name,
+        description=attrs.get("workload_description", ""),
+        emulated=bool(attrs.get("emulated")),
+        epochs_planned=epochs,
+        dataset_images=dataset_images,
+        winner=winner,
+        baselines=baselines,
+        counts=counts,
+        rows=rows,
+        pruning=_pruning(trials, _n_windows(attrs)),
+        probe=attrs.get("probe"),
+        hardware=attrs.get("hardware") or {},
+        gpus=int((attrs.get("spec") or {}).get("workload", {}).get("gpus") or 1),
+        finalists=finalists,
+        confirm_s=_confirm_seconds(confirmation),
+        confirmed_after=confirmation.get("finished_trials") if confirmation else None,
+        finished=counts[COMPLETE] + counts[INFEASIBLE] + counts[PRUNED],
+    )
+
+
+def trial_kind(trial: optuna.trial.FrozenTrial) -> str:
+    """complete, pruned, infeasible (COMPLETE with value 0 and a reason), failed or running."""
+    from optuna.trial import TrialState
+
+    if trial.state == TrialState.COMPLETE:
+        return COMPLETE if trial.user_attrs.get("feasible", True) else INFEASIBLE
+    if trial.state == TrialState.PRUNED:
+        return PRUNED
+    if trial.state == TrialState.FAIL:
+        return FAILED
+    return RUNNING
+
+
+def _dataset_images(ranked: list[optuna.trial.FrozenTrial]) -> int:
+    """Images in one full epoch of the user's dataset, as the measurements counted them."""
+    for t in ranked:
+        if t.user_attrs.get("dataset_images"):
+            return int(t.user_attrs["dataset_images"])
+    return 0
+
+
+def _winner(
+    confirmation: dict[str, Any] | None,
+    ranked: list[optuna.trial.FrozenTrial],
+    fixed: dict[str, Any],
+    dataset_images: int,
+) -> Winner | None:
+    """The confirmed winner (median of the re-measurements), else the best trial."""
+    from loadersearch.search.confirm import trial_config
+
+    if confirmation:
+        best = next(c for c in confirmation["candidates"] if c["trial"] == confirmation["winner"])
+        winner = Winner(
+            config=LoaderConfig.from_dict(best["config"]),
+            trial=best["trial"],
+            rate=best["median"],
+            confirmed=True,
+            low=best["min"],
+            high=best["max"],
+            spread=best["spread"],
+            rounds=confirmation["rounds"],
+            trial_value=best.get("trial_value"),
+        )
+    elif ranked:
+        t = ranked[0]
+        winner = Winner(
+            config=trial_config(t, fixed),
+            trial=t.number,
+            rate=float(t.value),
+            confirmed=False,
+            trial_value=float(t.value),
+        )
+    else:
+        return None
+    if dataset_images and winner.rate > 0:
+        winner.epoch_time_s = dataset_images / winner.rate
+    return winner
+
+
+def _finalists(confirmation: dict[str, Any] | None) -> list[Finalist]:
+    if not confirmation:
+        return []
+    finalists = [
+        Finalist(
+            trial=c["trial"],
+            label=c["label"],
+            trial_value=c.get("trial_value"),
+            median=c["median"],
+            low=c["min"],
+            high=c["max"],
+            spread=c.get("spread"),
+            baseline=c.get("baseline"),
+        )
+        for c in confirmation["candidates"]
+    ]
+    return sorted(finalists, key=lambda f: f.median, reverse=True)
+
+
+def _confirmed_baselines(finalists: list[Finalist]) -> dict[str, Finalist]:
+    """Baseline name -> its confirmation re-measurement (merged baselines count for each)."""
+    from loadersearch.search.baselines import baseline_names
+
+    return {name: f for f in finalists for name in baseline_names(f.baseline)}
+
+
+def _baseline_result(
+    b: dict[str, Any],
+    trials: list[optuna.trial.FrozenTrial],
+    confirmed: Finalist | None,
+    winner: Winner | None,
+    dataset_images: int,
+    epochs: int,
+) -> BaselineResult:
+    """A baseline's rate (its confirmation median, else its trial), speedup and time saved."""
+    from optuna.trial import TrialState
+
+    label = LoaderConfig.from_dict(b["config"]).label()
+    trial = next((t for t in trials if t.user_attrs.get("baseline") == b["name"]), None)
+    rate: float | None = None
+    if confirmed:
+        rate, source = confirmed.median, "confirmation"
+    elif trial is None or trial.state in (TrialState.RUNNING, TrialState.WAITING):
+        source = "not measured yet"
+    elif trial_kind(trial) == COMPLETE:
+        rate, source = float(trial.value), "trial"
+    elif trial.state == TrialState.PRUNED and trial.intermediate_values:
+        rate = statistics.fmean(trial.intermediate_values.values())
+        source = "pruned trial (mean of its windows)"
+    elif trial.state == TrialState.COMPLETE:
+        source = f"infeasible ({trial.user_attrs.get('infeasible_reason')})"
+    else:
+        source = "failed"
+    result = BaselineResult(
+        name=b["name"],
+        rule=b["rule"],
+        label=label,
+        rate=rate,
+        source=source,
+        trial=trial.number if trial is not None else None,
+    )
+    if rate and winner and winner.rate:
+        result.speedup = winner.rate / rate
+        if dataset_images:
+            result.epoch_time_s = dataset_images / rate
+            if winner.epoch_time_s is not None:
+                result.saved_s = (result.epoch_time_s - winner.epoch_time_s) * epochs
+    return result
+
+
+def _rows(trials: list[optuna.trial.FrozenTrial], fixed: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every trial as a table row, complete ones best first, then pruned, infeasible, ..."""
+    from loadersearch.search.confirm import trial_config
+
+    rows = []
+    for t in trials:
+        ua = t.user_attrs
+        kind = trial_kind(t)
+        config = trial_config(t, fixed) if t.params or fixed else None
+        rows.append(
+            {
+                "trial": t.number,
+                "state": kind,
+                "value": t.value if kind == COMPLETE else None,
+                "config": config.label() if config else "",
+                "baseline": ua.get("baseline"),
+                "reason": ua.get("infeasible_reason") or ua.get("reason"),
+                "steady_rate": ua.get("steady_rate"),
+                # A pruned measurement stops before its figures are computed.
+                "wait_fraction": ua.get("wait_fraction") if kind != PRUNED else None,
+                "window_cv": ua.get("window_cv") if kind != PRUNED else None,
+                "peak_vram_bytes": ua.get("peak_vram_bytes"),
+                "host": ua.get("host"),
+                "repeat_of": ua.get("repeat_of"),
+                "windows_done": ua.get("windows_done"),
+            }
+        )
+    rows.sort(key=lambda r: (KINDS.index(r["state"]), -(r["value"] or 0.0), r["trial"]))
+    return rows
+
+
+def _n_windows(attrs: dict[str, Any]) -> int:
+    """Windows of a whole trial under the study's plan."""
+    plan = (attrs.get("spec") or {}).get("plan", {})
+    return int(plan.get("epochs", 0)) * int(plan.get("windows_per_epoch", 0))
+
+
+def _pruning(trials: list[optuna.trial.FrozenTrial], n_windows: int) -> dict[str, float]:
+    """Seconds spent measuring, and the seconds pruning saved: each pruned trial's remaining
+    windows at its own measured pace."""
+    saved = spent = 0.0
+    for t in trials:
+        ua = t.user_attrs
+        spent += float(ua.get("wall_s") or 0.0)
+        done = int(ua.get("windows_done") or 0)
+        if trial_kind(t) == PRUNED and done and n_windows > done:
+            saved += (n_windows - done) * float(ua.get("measured_s") or 0.0) / done
+    return {
+        "saved_s": round(saved, 1),
+        "spent_s": round(spent, 1),
+        "fraction": round(saved / (saved + spent), 3) if saved + spent > 0 else 0.0,
+    }
+
+
+def _confirm_seconds(confirmation: dict[str, Any] | None) -> float:
+    if not confirmation:
+        return 0.0
+    return round(sum(float(m.get("wall_s") or 0.0) for m in confirmation["measurements"]), 1)

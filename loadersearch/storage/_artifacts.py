@@ -1,0 +1,40 @@
+"""Where a study's pictures live: an Optuna file-system artifact store beside the database.
+
+Artifacts (a trial's window picture) are files, not rows, so they need a folder that the
+processes running trials and the dashboard all see. Beside a SQLite file that is
+``<file>-artifacts/`` (``studies/loadersearch.db-artifacts``); for a server shared by several
+machines only the user knows such a folder (a shared file system), so it is
+``$LOADERSEARCH_ARTIFACTS`` or none (the trials' notes still carry their windows as text).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+from loadersearch.storage._sqlite import sqlite_path
+
+if TYPE_CHECKING:
+    from optuna.artifacts import FileSystemArtifactStore
+
+ARTIFACTS_ENV = "LOADERSEARCH_ARTIFACTS"
+
+
+def artifact_dir(url: str) -> str | None:
+    """The artifact folder of the storage ``url``; None when there is none to use."""
+    chosen = os.environ.get(ARTIFACTS_ENV)
+    if chosen:
+        return chosen
+    path = sqlite_path(url)
+    return f"{path}-artifacts" if path else None
+
+
+def open_artifact_store(url: str) -> FileSystemArtifactStore | None:
+    """The artifact store of the storage ``url`` (its folder created), or None."""
+    from optuna.artifacts import FileSystemArtifactStore
+
+    folder = artifact_dir(url)
+    if folder is None:
+        return None
+    os.makedirs(folder, exist_ok=True)
+    return FileSystemArtifactStore(folder)

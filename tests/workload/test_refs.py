@@ -1,0 +1,120 @@
+"""References to a user's pipeline parts: what a new process can import is named, what it
+cannot is refused with the reason and the fix, and the measuring process's path finds the
+modules the parent imported."""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+import types
+
+import pytest
+from helpers import pipelines
+
+from loadersearch.config import PipelineSpec
+from loadersearch.errors import PipelineError
+from loadersearch.workload.refs import (
+    MEASURING_ENV,
+    check_refs,
+    child_environ,
+    import_roots,
+    ref_of,
+    resolve,
+)
+
+TESTS_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+class _Holder:
+    def build(self) -> None:
+        return None
+
+    @classmethod
+    def create(cls) -> _Holder:
+        return cls()
+
+
+def test_top_level_functions_classes_and_partials_become_references() -> None:
+    assert ref_of(pipelines.make_dataset, "dataset") == ("helpers.pipelines:make_dataset", {})
+    assert ref_of(pipelines.Noise, "dataset") == ("helpers.pipelines:Noise", {})
+    assert ref_of("a.b:c", "dataset") == ("a.b:c", {})
+    part = functools.partial(functools.partial(pipelines.make_dataset, n=8), size=4)
+    assert ref_of(part, "dataset") == ("helpers.pipelines:make_dataset", {"n": 8, "size": 4})
+    assert ref_of(_Holder.create, "model") == (f"{__name__}:_Holder.create", {})
+    import torch
+
+    loss = "torch.nn.modules.loss:CrossEntropyLoss"
+    assert ref_of(torch.nn.CrossEntropyLoss, "loss") == (loss, {})
+
+
+def test_a_lambda_is_refused_with_why_and_what_to_pass() -> None:
+    with pytest.raises(PipelineError) as e:
+        ref_of(lambda: pipelines.make_dataset(), "dataset")
+    text = str(e.value)
+    assert "the dataset is a lambda" in text
+    assert "cannot import" in text and "new Python process" in text
+    assert "top level of a module" in text
+
+
+def test_closures_bound_methods_and_objects_are_refused() -> None:
+    def local_factory() -> None:
+        return None
+
+    with pytest.raises(PipelineError, match=r"defined inside a function .*local_factory"):
+        ref_of(local_factory, "dataset")
+    with pytest.raises(PipelineError, match="method bound to a _Holder object"):
+        ref_of(_Holder().build, "model")
+    with pytest.raises(PipelineError, match=r"a Noise object.*helpers.pipelines:Noise"):
+        ref_of(pipelines.Noise(), "dataset")
+    with pytest.raises(PipelineError, match="positional"):
+        ref_of(functools.partial(pipelines.make_dataset, 8), "dataset")
+    with pytest.raises(PipelineError, match="'module:name'"):
+        ref_of("helpers.pipelines.make_dataset", "dataset")
+
+
+def test_a_function_defined_in_a_notebook_is_refused(monkeypatch) -> None:
+    notebook = types.ModuleType("__main__")  # an interactive __main__ has no file
+
+    def make_dataset() -> None:
+        return None
+
+    make_dataset.__module__ = "__main__"
+    make_dataset.__qualname__ = "make_dataset"
+    notebook.make_dataset = make_dataset
+    monkeypatch.setitem(sys.modules, "__main__", notebook)
+    with pytest.raises(PipelineError) as e:
+        ref_of(make_dataset, "dataset")
+    assert "__main__ of a notebook" in str(e.value)
+    assert "mypipeline:make_dataset" in str(e.value)
+
+
+def test_a_function_of_the_running_script_is_named_by_the_script(monkeypatch, tmp_path) -> None:
+    script = tmp_path / "tune_mine.py"
+    script.write_text("def make_dataset():\n    return None\n")
+    main = types.ModuleType("__main__")
+    main.__file__ = str(script)
+    exec(compile(script.read_text(), str(script), "exec"), main.__dict__)
+    monkeypatch.setitem(sys.modules, "__main__", main)
+    assert ref_of(main.make_dataset, "dataset") == ("tune_mine:make_dataset", {})
+
+
+def test_resolve_names_the_missing_module_or_attribute() -> None:
+    assert resolve("helpers.pipelines:make_model", "model") is pipelines.make_model
+    with pytest.raises(PipelineError, match="no module named 'nopkg_xyz'.*PYTHONPATH"):
+        resolve("nopkg_xyz.data:make", "dataset")
+    with pytest.raises(PipelineError, match="has no 'make_nothing'"):
+        resolve("helpers.pipelines:make_nothing", "dataset")
+    with pytest.raises(PipelineError, match="not a callable"):
+        resolve("helpers.pipelines:annotations", "dataset")
+    with pytest.raises(PipelineError, match="nopkg_xyz"):
+        check_refs(PipelineSpec(dataset="helpers.pipelines:make_dataset", model="nopkg_xyz:m"))
+
+
+def test_the_measuring_process_path_holds_the_modules_imported_here() -> None:
+    # tests/ is on this process's sys.path (pytest's pythonpath), not on a child's
+    assert import_roots(["helpers.pipelines", "torch.nn", "json"]) == [TESTS_DIR]
+    spec = PipelineSpec(dataset="helpers.pipelines:make_dataset", loss=None)
+    env = child_environ(spec, {"PYTHONPATH": "/first", "HOME": "/h"})
+    assert env["PYTHONPATH"].split(os.pathsep) == ["/first", os.getcwd(), TESTS_DIR]
+    assert env[MEASURING_ENV] == "1" and env["HOME"] == "/h"
