@@ -172,15 +172,18 @@ class LoaderConfig:
                 parts.append(str(self.start_method))
         return " ".join(parts)
 
-    def snippet(self, dataset: str = "dataset") -> str:
+    def snippet(self, dataset: str = "dataset", sampler: str | None = None) -> str:
         """A ready-to-paste ``DataLoader(...)`` call. ``multiprocessing_context`` is written
         only when the measured start method is not what this Python uses by default, so that
-        the pasted line starts its workers the way they were measured."""
+        the pasted line starts its workers the way they were measured. ``sampler`` (e.g.
+        ``"sampler"``, a ``DistributedSampler``) takes the place of ``shuffle=True``, which
+        PyTorch refuses beside a sampler."""
         kwargs = self.dataloader_kwargs()
         if kwargs.get("multiprocessing_context") == PLATFORM_START_METHOD:
             del kwargs["multiprocessing_context"]
         args = ", ".join(f"{k}={v!r}" for k, v in kwargs.items())
-        return f"DataLoader({dataset}, shuffle=True, drop_last=True, {args})"
+        order = f"sampler={sampler}" if sampler else "shuffle=True"
+        return f"DataLoader({dataset}, {order}, drop_last=True, {args})"
 
 
 @dataclass(frozen=True)
@@ -296,6 +299,9 @@ class WorkloadSpec:
     emulated_mib: tuple[float, float] = (600.0, 150.0)
     seed: int = 0
     optimizer: str = "sgd"  # train workload: sgd (momentum 0.937, nesterov) | adamw
+    # Ranks of a DistributedDataParallel job on this machine, one process per device (NCCL on
+    # CUDA, gloo on a CPU); 1 = a single process, no DDP. The loader knobs are per rank.
+    gpus: int = 1
     # Your own dataset (and model and step) instead of YOLOv4-tiny on a detection dataset;
     # ``kind`` still applies: train (your step), loader, emulated (your data, a stand-in device).
     pipeline: PipelineSpec | None = None
@@ -326,6 +332,9 @@ class WorkloadSpec:
             raise ValueError(
                 f"Unknown optimizer {self.optimizer!r}; choose one of {', '.join(OPTIMIZERS)}."
             )
+        if isinstance(self.gpus, bool) or int(self.gpus) != self.gpus or self.gpus < 1:
+            raise ValueError(f"gpus must be a whole number of at least 1 but got {self.gpus!r}.")
+        object.__setattr__(self, "gpus", int(self.gpus))
         if len(self.emulated_ms) != 2 or len(self.emulated_mib) != 2:
             raise ValueError(
                 "emulated_ms and emulated_mib take two numbers each (a, b: a + b*batch_size) "

@@ -176,6 +176,15 @@ workload_options = _apply(
             default=None,
             help=f"Optimizer of the train workload [default: {_SPEC.optimizer}].",
         ),
+        click.option(
+            "--gpus",
+            type=click.IntRange(min=1),
+            default=None,
+            help="Ranks of a DistributedDataParallel job on this machine, one process per GPU "
+            "(NCCL), each with its own DataLoader: num_workers and batch_size are per rank and "
+            "the throughput is the job's [default: 1, no DDP]. On a machine without GPUs (or "
+            "with --device cpu), CPU ranks with gloo, for testing.",
+        ),
         # Your own pipeline (PipelineSpec): references the measuring process imports.
         click.option(
             "--dataset",
@@ -241,6 +250,7 @@ WORKLOAD_KEYS = (
     "mosaic",
     "skip_bad_samples",
     "optimizer",
+    "gpus",
 )
 
 

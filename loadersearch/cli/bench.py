@@ -120,11 +120,13 @@ def bench(
     except ValueError as e:
         raise LoaderSearchError(f"invalid configuration: {e}") from e
     from loadersearch.hardware import fingerprint
-    from loadersearch.search.settings import resolved_workload
+    from loadersearch.search.settings import check_gpus, resolved_workload
 
     # As a study does: "auto" becomes the device this machine's fingerprint says (a GPU seen by
     # NVML means CUDA), and the child runs there or fails with the reason.
-    spec = resolved_workload(spec, fingerprint())
+    hardware = fingerprint()
+    check_gpus(spec, hardware)
+    spec = resolved_workload(spec, hardware)
     workload = spec.kind
 
     from rich.console import Console
@@ -233,6 +235,8 @@ def render(result, spec: WorkloadSpec, plan: MeasurePlan, console) -> None:  # n
     for note in r.notes:
         info.add_row("note", note)
     console.print(info)
+    if r.ranks:
+        _render_ranks(r.ranks, console)
     if r.windows:
         t = Table(title="windows", title_justify="left")
         for col in (
@@ -260,3 +264,23 @@ def render(result, spec: WorkloadSpec, plan: MeasurePlan, console) -> None:  # n
                 f"{w.start_s:.3f}" if w.start_s else "",
             )
         console.print(t)
+
+
+def _render_ranks(ranks: list[dict], console) -> None:  # noqa: ANN001
+    """Each rank's own figures: the one that waits longest for data starves the others."""
+    from rich.table import Table
+
+    t = Table(title="ranks (each with its own DataLoader)", title_justify="left")
+    for col in ("rank", "img/s", "data wait", "VRAM peak", "RSS (rank + workers)", "CPU"):
+        t.add_column(col, justify="right")
+    for rank in ranks:
+        cpu = rank.get("cpu_util_mean")
+        t.add_row(
+            str(rank["rank"]),
+            f"{rank['steady_rate']:,.1f}",
+            f"{100 * rank['wait_fraction']:.0f} %",
+            _fmt_bytes(rank.get("peak_vram_bytes")),
+            _fmt_bytes(rank.get("peak_rss_bytes")),
+            f"{cpu:.0f} %" if cpu is not None else "n/a",
+        )
+    console.print(t)

@@ -12,6 +12,8 @@ import click
 from loadersearch.cli._options import storage_option, study_option
 from loadersearch.report import (
     Summary,
+    answer_lines,
+    answer_python,
     baseline_cells,
     baseline_header,
     duration,
@@ -64,7 +66,8 @@ def render_summary(
         console.print(f"study {summary.study}: no feasible trial yet.{label}")
         return
     if quiet:
-        console.print(w.config.snippet(), soft_wrap=True)
+        for line in answer_lines(summary):
+            console.print(line, soft_wrap=True, markup=False)
         return
     c = summary.counts
     console.print()
@@ -104,8 +107,15 @@ def render_summary(
             "[dim]The baseline among the finalists was re-measured with the winner; the "
             "others' rates are their trial values.[/]"
         )
-    console.print("\nPaste into your training code:")
-    console.print(f"  {w.config.snippet()}", soft_wrap=True)
+    if summary.gpus > 1:
+        console.print(
+            f"\nPaste into your training script (each of the {summary.gpus} ranks builds this "
+            "loader), and launch it with torchrun:"
+        )
+    else:
+        console.print("\nPaste into your training code:")
+    for line in answer_lines(summary):
+        console.print(f"  {line}", soft_wrap=True, markup=False)
     console.print(f"\nOpen the study: {dashboard_command(storage)}")
 
 
@@ -180,7 +190,7 @@ def best(study_name: str | None, storage: str | None, fmt: str) -> None:
         raise StudyError(f"study {summary.study!r} has no feasible trial yet.")
     if fmt == "python":
         note = "  # EMULATED accelerator result" if summary.emulated else ""
-        click.echo(w.config.snippet() + note)
+        click.echo(answer_python(summary, note))
     elif fmt == "env":
         click.echo("\n".join(env_lines(w.config)))
     else:
@@ -195,6 +205,7 @@ def best(study_name: str | None, storage: str | None, fmt: str) -> None:
                     "spread": w.spread,
                     "trial": w.trial,
                     "emulated": summary.emulated,
+                    "ranks": summary.gpus,  # the loader settings are per rank
                 },
                 indent=2,
             )

@@ -40,8 +40,10 @@ def _send(out: TextIO, kind: str, **data: Any) -> None:
     out.flush()
 
 
-def run(out: TextIO, spec_json: str) -> int:
-    """Measure the configuration in ``spec_json``, reporting on ``out``; returns an exit code."""
+def run(out: TextIO, spec_json: str, ranks: int | None = None) -> int:
+    """Measure the configuration in ``spec_json``, reporting on ``out``; returns an exit code.
+    ``ranks`` runs the multi-rank job (:mod:`loadersearch.measure.ranks`) with that many ranks
+    whatever ``gpus`` says (1 rank: the DDP path on one device, for the GPU acceptance)."""
     from loadersearch.measure.failures import classify_exception
 
     config: LoaderConfig | None = None
@@ -51,7 +53,12 @@ def run(out: TextIO, spec_json: str) -> int:
         wspec = WorkloadSpec.from_dict(data["workload"])
         config = LoaderConfig.from_dict(data["config"])
         plan = MeasurePlan.from_dict(data["plan"])
-        _measure(out, wspec, config, plan)
+        if ranks or wspec.gpus > 1:  # one process per rank, this one their launcher
+            from loadersearch.measure.ranks import run_job
+
+            run_job(out, wspec, config, plan, world_size=ranks or wspec.gpus)
+        else:
+            _measure(out, wspec, config, plan)
         return 0
     except BrokenPipeError:  # the parent is gone: nobody to report to
         return 1
@@ -185,10 +192,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m loadersearch.measure.child")
     parser.add_argument("--fd", type=int, required=True, help="pipe to write JSON lines to")
     parser.add_argument("--spec", required=True, help="JSON: workload, config, plan")
+    parser.add_argument("--ranks", type=int, help="ranks of a DDP job (default: gpus)")
     args = parser.parse_args(argv)
     _die_with_parent()
     out = os.fdopen(args.fd, "w", encoding="utf-8")
-    code = run(out, args.spec)
+    code = run(out, args.spec, args.ranks)
     try:
         out.close()
     except OSError:

@@ -27,6 +27,7 @@ parts say where it went. On a CPU everything is synchronous and ``h2d`` is a hos
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -56,20 +57,34 @@ class LoopRecord:
 class ShortEpochSampler(Sampler[int]):
     """Random indices without replacement, ``num_samples`` per epoch (successive permutations
     when an epoch is longer than the dataset). ``num_samples`` may change between epochs (the
-    warm-up epoch is shorter); the seed makes every trial draw the same images in order."""
+    warm-up epoch is shorter); the seed makes every trial draw the same images in order.
 
-    def __init__(self, dataset_len: int, num_samples: int, seed: int) -> None:
+    With ``world_size`` ranks (DistributedDataParallel), every rank draws the same epoch order
+    of ``num_samples * world_size`` indices and keeps every ``world_size``-th from ``rank``, as
+    ``DistributedSampler`` shards an epoch: ``num_samples`` is per rank."""
+
+    def __init__(
+        self, dataset_len: int, num_samples: int, seed: int, *, rank: int = 0, world_size: int = 1
+    ) -> None:
+        if not 0 <= rank < world_size:
+            raise ValueError(f"rank must be in 0..{world_size - 1} but got {rank}.")
         self.dataset_len = dataset_len
         self.num_samples = num_samples
+        self.rank = rank
+        self.world_size = world_size
         self.generator = torch.Generator()
         self.generator.manual_seed(seed)
 
-    def __iter__(self) -> Iterator[int]:
-        left = self.num_samples
+    def _epoch_order(self, total: int) -> Iterator[int]:
+        left = total
         while left > 0:
             take = torch.randperm(self.dataset_len, generator=self.generator)[:left].tolist()
             yield from take
             left -= len(take)
+
+    def __iter__(self) -> Iterator[int]:
+        order = self._epoch_order(self.num_samples * self.world_size)
+        yield from itertools.islice(order, self.rank, None, self.world_size)
 
     def __len__(self) -> int:
         return self.num_samples
@@ -107,18 +122,24 @@ def move_to_device(batch: Any, device: Any, non_blocking: bool = False) -> Any:
 
 
 class _Clock:
-    """Device synchronisation and host->device copy timing (CUDA events, read at edges)."""
+    """Device synchronisation and host->device copy timing (CUDA events, read at edges).
 
-    def __init__(self, device: Any, cuda: bool) -> None:
+    ``barrier`` (several ranks) is called after the device is synchronised, so that every rank
+    starts and ends each window at the same moment and the slowest rank sets the pace."""
+
+    def __init__(self, device: Any, cuda: bool, barrier: Callable[[], None] | None = None) -> None:
         self.torch = torch
         self.device = device
         self.cuda = cuda
+        self.barrier = barrier
         self.events: list[tuple[Any, Any]] = []
         self.host_h2d = 0.0
 
     def sync(self) -> None:
         if self.cuda:
             self.torch.cuda.synchronize(self.device)
+        if self.barrier is not None:
+            self.barrier()
 
     def to_device(self, batch: Any, non_blocking: bool) -> Any:
         """Every tensor of the batch (nested in tuples, lists, dicts, ...: images, targets and
@@ -215,13 +236,26 @@ def run_loop(
     on_warmup: Callable[[int, float], None],
     on_measuring: Callable[[bool], None] = lambda measuring: None,
     after_first_step: Callable[[], None] | None = None,
+    rank: int = 0,
+    world_size: int = 1,
+    barrier: Callable[[], None] | None = None,
 ) -> LoopRecord:
     """Run the warm-up and the measured epochs; ``on_window`` gets each window as it ends.
     ``after_first_step()`` runs once, after the first warm-up step (never in a measured epoch;
-    not at all without a warm-up): where the child settles the VRAM cap."""
-    sampler = ShortEpochSampler(len(workload.dataset), plan.steps * config.batch_size, seed)
+    not at all without a warm-up): where the child settles the VRAM cap.
+
+    One rank of several (:mod:`loadersearch.measure.ranks`) passes its ``rank``, the
+    ``world_size`` and a ``barrier`` that waits for every rank: its sampler draws its shard of
+    the common epoch order, and every window edge waits for all ranks."""
+    sampler = ShortEpochSampler(
+        len(workload.dataset),
+        plan.steps * config.batch_size,
+        seed,
+        rank=rank,
+        world_size=world_size,
+    )
     loader = make_loader(workload, config, sampler)
-    clock = _Clock(workload.device, workload.cuda)
+    clock = _Clock(workload.device, workload.cuda, barrier)
     non_blocking = bool(config.pin_memory and workload.cuda)
     measured_edges = window_edges(plan.steps, plan.windows_per_epoch)
     record = LoopRecord()

@@ -53,7 +53,8 @@ def tree_rss_bytes(proc: psutil.Process) -> int:
 
 
 def tree_cpu_seconds(proc: psutil.Process) -> float:
-    """CPU seconds of this process, its reaped children and its live descendants.
+    """CPU seconds of this process, its reaped children and its live descendants (with the
+    children *they* reaped: a rank's finished DataLoader workers, under several ranks).
 
     Only valid for ``proc`` = this process (``getrusage`` is about the caller).
     """
@@ -64,6 +65,7 @@ def tree_cpu_seconds(proc: psutil.Process) -> float:
         try:
             t = p.cpu_times()
             total += t.user + t.system
+            total += getattr(t, "children_user", 0.0) + getattr(t, "children_system", 0.0)
         except psutil.Error:
             pass
     return total

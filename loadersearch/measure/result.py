@@ -100,6 +100,10 @@ class MeasureResult:
     shm_peak_bytes: int | None = None  # /dev/shm used, peak during the measurement
     nvml: str = "absent"  # "ok" or why NVML is not available ("absent: no NVIDIA driver")
     notes: list[str] = field(default_factory=list)  # e.g. "VRAM cap does not apply on CPU"
+    # Several ranks (DDP): one dict per rank (rank, device, steady_rate, wait_fraction,
+    # window_rates, peak_vram_bytes, nvml_peak_bytes, peak_rss_bytes, gpu_util_mean,
+    # cpu_util_mean), so a report can say when one rank starves; empty for one process.
+    ranks: list[dict[str, Any]] = field(default_factory=list)
     wall_s: float = 0.0  # total wall time of the measurement, parent's view
 
     @property

@@ -235,6 +235,7 @@ def _follow(
                 for name in _RESULT_FIELDS:
                     setattr(result, name, msg.get(name))
                 result.notes.extend(msg.get("notes", []))
+                result.ranks = msg.get("ranks") or []  # several ranks (measure.ranks) only
                 result.status = OK
                 return None
             elif kind == "error":

@@ -5,7 +5,8 @@ ran.
 - :mod:`._study`: open a study for reading.
 - :mod:`._summary`: :func:`summarize`, the winner (confirmed, else the best trial), the
   baselines' speedups, every trial ranked, the tuning cost.
-- :mod:`._answer`: :func:`load_best` and :func:`env_lines`, the answer for scripts.
+- :mod:`._answer`: :func:`load_best`, :func:`env_lines` and the lines to paste
+  (:func:`answer_lines`, :func:`answer_python`; a DDP job's with its sampler and torchrun).
 - :mod:`._importance`: importance on distinct finished configurations.
 - :mod:`._plots`: history, importance, slice and contour as plotly and PNG; a trial's windows.
 - :mod:`._html`: ``index.html``, the report a person opens.
@@ -15,7 +16,7 @@ ran.
 
 from __future__ import annotations
 
-from loadersearch.report._answer import env_lines, load_best
+from loadersearch.report._answer import answer_lines, answer_python, env_lines, load_best
 from loadersearch.report._format import (
     baseline_cells,
     baseline_header,
@@ -36,6 +37,8 @@ __all__ = [
     "Importance",
     "Summary",
     "Winner",
+    "answer_lines",
+    "answer_python",
     "baseline_cells",
     "baseline_header",
     "duration",

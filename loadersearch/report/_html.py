@@ -13,6 +13,7 @@ import html
 import os
 from typing import TYPE_CHECKING
 
+from loadersearch.report._answer import answer_python
 from loadersearch.report._format import (
     baseline_cells,
     baseline_header,
@@ -124,7 +125,7 @@ def _answer(summary: Summary) -> str:
         parts.append(f"<p>{_e(sentence(epoch))}</p>")
     parts.append(
         "<p>Paste into your training code:</p>"
-        f'<pre id="paste"><code>{_e(w.config.snippet())}</code></pre>'
+        f'<pre id="paste"><code>{_e(answer_python(summary))}</code></pre>'
         f'<p class="muted">For scripts: <code>loadersearch best --study {_e(summary.study)} '
         "--format json|python|env</code></p>"
     )

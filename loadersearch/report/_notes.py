@@ -32,6 +32,7 @@ from loadersearch.measure.result import (
     VRAM_CAP,
     WORKER_KILLED,
 )
+from loadersearch.report._answer import answer_python
 from loadersearch.report._format import (
     baseline_cells,
     baseline_header,
@@ -129,7 +130,7 @@ def study_note(summary: Summary, importance: Importance) -> str:
     parts = [
         f"## {status}: {w.config.label()}{emulated}",
         f"**{winner_evidence(w)}**, trial {w.trial}. {summary.description}.",
-        f"```python\n{w.config.snippet()}\n```",
+        f"```python\n{answer_python(summary)}\n```",
     ]
     epoch = epoch_time(summary)
     if epoch:

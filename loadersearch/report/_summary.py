@@ -90,6 +90,7 @@ class Summary:
     confirm_s: float = 0.0  # seconds the confirmation measured
     confirmed_after: int | None = None  # finished trials the confirmation covered
     finished: int = 0  # finished (complete, infeasible or pruned) trials now
+    gpus: int = 1  # ranks of the measured DDP job; the answer is per rank
 
     @property
     def confirmation_current(self) -> bool:
@@ -138,6 +139,7 @@ def summarize(study: optuna.Study) -> Summary:
         pruning=_pruning(trials, _n_windows(attrs)),
         probe=attrs.get("probe"),
         hardware=attrs.get("hardware") or {},
+        gpus=int((attrs.get("spec") or {}).get("workload", {}).get("gpus") or 1),
         finalists=finalists,
         confirm_s=_confirm_seconds(confirmation),
         confirmed_after=confirmation.get("finished_trials") if confirmation else None,

@@ -23,21 +23,27 @@ class Baseline:
     config: LoaderConfig
 
 
-def baselines(space: SearchSpace, hardware: Hardware, *, gpu: bool) -> list[Baseline]:
+def baselines(
+    space: SearchSpace, hardware: Hardware, *, gpu: bool, ranks: int = 1
+) -> list[Baseline]:
     """The three baselines for this machine, clamped to ``space``; configurations that clamp to
-    the same point are merged (their names joined with ``+``)."""
+    the same point are merged (their names joined with ``+``).
+
+    With several ``ranks`` (a DDP job, one process per device) each rule is per rank:
+    Ultralytics splits the cores between the job's devices, and the source article's
+    multi-GPU section gives each GPU's loader 4 workers ("2-8 x number of GPUs" in all)."""
     cpus = hardware.cpu_count
     physical = hardware.physical_cores
-    gpus = hardware.gpu_count if gpu else 0
+    gpus = ranks if ranks > 1 else (hardware.gpu_count if gpu else 0)
     ultralytics_workers = min(cpus // max(gpus, 1), 8)
-    rules = [
-        (
-            "pytorch",
-            "PyTorch defaults: num_workers=0, pin_memory=False",
-            LoaderConfig(num_workers=0, batch_size=DEFAULT_BATCH, pin_memory=False),
-        ),
-        (
-            "article",
+    if ranks > 1:
+        article = (
+            f"the source article's multi-GPU loader: num_workers=4 per GPU (2-8 x {ranks} "
+            "GPUs in all), pin_memory, prefetch 2",
+            LoaderConfig(num_workers=4, batch_size=DEFAULT_BATCH, pin_memory=True),
+        )
+    else:
+        article = (
             f"the source article: num_workers = 2 x {physical} physical cores, pin_memory, "
             "prefetch 2",
             LoaderConfig(
@@ -46,7 +52,14 @@ def baselines(space: SearchSpace, hardware: Hardware, *, gpu: bool) -> list[Base
                 pin_memory=True,
                 prefetch_factor=2,
             ),
+        )
+    rules = [
+        (
+            "pytorch",
+            "PyTorch defaults: num_workers=0, pin_memory=False",
+            LoaderConfig(num_workers=0, batch_size=DEFAULT_BATCH, pin_memory=False),
         ),
+        ("article", *article),
         (
             "ultralytics",
             f"Ultralytics: min({cpus} CPUs // {max(gpus, 1)} GPUs, 8) workers, prefetch 4, "
@@ -54,7 +67,7 @@ def baselines(space: SearchSpace, hardware: Hardware, *, gpu: bool) -> list[Base
             LoaderConfig(
                 num_workers=ultralytics_workers,
                 batch_size=DEFAULT_BATCH,
-                pin_memory=gpus > 0,
+                pin_memory=gpu and hardware.gpu_count > 0,
                 prefetch_factor=4 if ultralytics_workers > 0 else None,
             ),
         ),

@@ -164,6 +164,16 @@ def result_attrs(result: MeasureResult) -> dict[str, Any]:
     }
     if result.status == INFEASIBLE:
         attrs["infeasible_reason"] = result.reason
+    if result.ranks:  # several ranks: each one's figures, to see which one starves
+
+        def rounded(v: Any) -> Any:
+            if isinstance(v, list):
+                return [rounded(x) for x in v]
+            return r(v) if isinstance(v, float) else v
+
+        attrs["ranks"] = [
+            {k: rounded(v) for k, v in rank.items() if k != "pid"} for rank in result.ranks
+        ]
     return attrs
 
 

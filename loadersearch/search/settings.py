@@ -269,13 +269,14 @@ def resolve_settings(
     except (TypeError, ValueError) as e:
         raise SpecError(f"workload: {e}") from e
 
+    check_gpus(workload, hardware)
     small = cpu_bound(workload, hardware)
     try:
         plan = MeasurePlan(**{**default_plan(small=small).to_dict(), **plan_in})
     except (TypeError, ValueError) as e:
         raise SpecError(f"plan: {e}") from e
 
-    space = default_space(hardware, small=small)
+    space = default_space(hardware, small=small, ranks=workload.gpus)
     space_in = dict(data.get("space", {}))
     fixed_in = {k: v for k, v in dict(space_in.pop("fix", {})).items()}
     try:
@@ -420,9 +421,22 @@ def default_plan(*, small: bool) -> MeasurePlan:
     return MeasurePlan(epochs=3, steps=8, windows_per_epoch=4, warmup_epochs=1, warmup_steps=4)
 
 
-def default_space(hardware: Hardware, *, small: bool) -> SearchSpace:
-    """The default ranges for this machine (batch sizes 8..32 where the CPU does the work)."""
-    workers = default_worker_bound(hardware.cpu_count)
+def check_gpus(workload: WorkloadSpec, hardware: Hardware) -> None:
+    """Refuse more ranks than this machine has GPUs when the ranks would run on CUDA (every
+    workload moves its batches to CUDA when there is one and the device is not ``cpu``)."""
+    on_cuda = workload.device == "cuda" or (workload.device == "auto" and hardware.gpu_count)
+    if workload.gpus > 1 and on_cuda and workload.gpus > hardware.gpu_count:
+        raise SpecError(
+            f"gpus={workload.gpus} needs {workload.gpus} GPUs, one per rank, but this machine "
+            f"has {hardware.gpu_count}; use --gpus {hardware.gpu_count} or fewer (or "
+            "--device cpu for CPU ranks with gloo, for testing)."
+        )
+
+
+def default_space(hardware: Hardware, *, small: bool, ranks: int = 1) -> SearchSpace:
+    """The default ranges for this machine (batch sizes 8..32 where the CPU does the work);
+    with several ranks, ``num_workers`` per rank within the cores they share."""
+    workers = default_worker_bound(hardware.cpu_count, ranks)
     batch = (8, 32) if small else (8, 128)
     return SearchSpace(num_workers=(0, workers), batch_size=batch, batch_step=8)
 

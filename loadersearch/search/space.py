@@ -45,9 +45,14 @@ _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
 
 
-def default_worker_bound(cpus: int | None = None) -> int:
-    """Upper bound of ``num_workers``: 2x the logical CPUs, at most 32."""
-    return max(1, min(2 * (cpus or os.cpu_count() or 1), MAX_WORKERS))
+def default_worker_bound(cpus: int | None = None, ranks: int = 1) -> int:
+    """Upper bound of ``num_workers``: 2x the logical CPUs, at most 32. With several ranks
+    (DDP) it is per rank and every rank's workers share the cores, so the bound keeps
+    ``ranks x num_workers`` within the logical CPUs: ``cpus // ranks`` (at least 1)."""
+    cpus = cpus or os.cpu_count() or 1
+    if ranks > 1:
+        return max(1, min(cpus // ranks, MAX_WORKERS))
+    return max(1, min(2 * cpus, MAX_WORKERS))
 
 
 class SpaceError(ValueError):

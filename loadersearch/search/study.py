@@ -28,7 +28,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from loadersearch.config import PRUNERS
+from loadersearch.config import PRUNERS, MeasurePlan, WorkloadSpec
 from loadersearch.errors import NothingFeasibleError, StudyError
 from loadersearch.measure.result import (
     HOST_OOM,
@@ -63,7 +63,6 @@ from loadersearch.search.space import SearchSpace, SpaceError
 if TYPE_CHECKING:
     import optuna
 
-    from loadersearch.config import WorkloadSpec
     from loadersearch.hardware import Hardware
 
 _logger = logging.getLogger(__name__)
@@ -114,6 +113,8 @@ def default_study_name(workload: WorkloadSpec, hardware: Hardware) -> str:
         parts.append(f"{model}x{hardware.gpu_count}")
     else:
         parts.append(f"cpu{hardware.cpu_count}")
+    if workload.gpus > 1:
+        parts.append(f"ddp{workload.gpus}")
     return "-".join(p for p in parts if p)
 
 
@@ -131,6 +132,10 @@ def describe_workload(settings: StudySettings, hardware: Hardware) -> str:
         )
     if w.vram_cap:
         text += f", VRAM cap {w.vram_cap / 2**30:.3g} GiB"
+        if w.gpus > 1:
+            text += " per device"
+    if w.gpus > 1:
+        text += f"; DistributedDataParallel over {w.gpus} ranks, loader settings per rank"
     if settings.classes:
         text += f", {settings.classes} classes"
     return text
@@ -144,6 +149,23 @@ def _img_size(workload: WorkloadSpec, gpu: bool) -> int:
 
 def _slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+
+
+def ranks_notice(settings: StudySettings, hardware: Hardware) -> str:
+    """What a trial of several ranks is, and the per-rank worker bound, in one line."""
+    n = settings.workload.gpus
+    lo, hi = settings.space.num_workers
+    backend = "NCCL" if settings.workload.device != "cpu" and hardware.gpu_count else "gloo"
+    text = (
+        f"DistributedDataParallel: each trial runs {n} ranks ({backend}), one process per "
+        f"device; num_workers and batch_size are per rank. num_workers {lo}..{hi} per rank: "
+        f"{n} x {hi} = {n * hi} workers"
+    )
+    if n * hi <= hardware.cpu_count:
+        text += f" within the {hardware.cpu_count} CPUs they share"
+    else:
+        text += f" on {hardware.cpu_count} CPUs (more than the cores, as --space asked)"
+    return text + "; --space num_workers=LOW:HIGH changes it."
 
 
 def make_pruner(name: str, n_windows: int) -> optuna.pruners.BasePruner:
@@ -342,8 +364,6 @@ def _check_hardware(study: optuna.Study, hardware: Hardware, allow_mixed: bool) 
 
 def settings_from_study(study: optuna.Study, **changes: Any) -> StudySettings:
     """Rebuild the settings stored in a study (for a worker joining it)."""
-    from loadersearch.config import MeasurePlan, WorkloadSpec
-
     problems = foreign_study_problems(study)
     if problems:
         raise StudyError(
@@ -383,8 +403,12 @@ def ensure_probe(
     elif "batch_size" in settings.space.fixed():
         probe = ProbeResult(max_batch=None, skipped="batch_size is fixed")
     elif uses_cuda(w, hardware) or (w.emulated and w.vram_cap):
+        # On one device: the batch size is per rank and the cap per device.
         probe = probe_max_batch(
-            w, settings.space.batch_choices(), measure_fn=measure_fn, progress=progress
+            dataclasses.replace(w, gpus=1),
+            settings.space.batch_choices(),
+            measure_fn=measure_fn,
+            progress=progress,
         )
     elif w.emulated:
         probe = ProbeResult(max_batch=None, skipped="no VRAM cap set for the emulated device")
@@ -405,14 +429,14 @@ def bounded_space(space: SearchSpace, probe: ProbeResult) -> SearchSpace:
 
 
 def enqueue_baselines(
-    study: optuna.Study, space: SearchSpace, hardware: Hardware, *, gpu: bool
+    study: optuna.Study, space: SearchSpace, hardware: Hardware, *, gpu: bool, ranks: int = 1
 ) -> list[dict[str, Any]]:
     """Enqueue the baselines once per study (resume-safe: the study remembers it did). Call
     it under the study's set-up lock: the check and the enqueueing are then one step."""
     stored = study.user_attrs.get("baselines")
     if stored is not None:
         return stored
-    rules = baseline_rules(space, hardware, gpu=gpu)
+    rules = baseline_rules(space, hardware, gpu=gpu, ranks=ranks)
     # A set-up cut short after some of them were queued: queue only the missing ones.
     queued = {t.user_attrs.get("baseline") for t in study.get_trials(deepcopy=False)}
     for b in rules:
@@ -527,6 +551,8 @@ def run_study(
             progress.notice(
                 "EMULATED accelerator: results describe a stand-in device, not a GPU."
             )
+        if settings.workload.gpus > 1:
+            progress.notice(ranks_notice(settings, hardware))
         before = finished_trials(study)
         progress.study_ready(study, resumed=resumed, finished=before, target=settings.trials)
 
@@ -543,7 +569,7 @@ def run_study(
         )
         space = bounded_space(settings.space, probe)
         if settings.baselines:
-            enqueue_baselines(study, space, hardware, gpu=gpu)
+            enqueue_baselines(study, space, hardware, gpu=gpu, ranks=settings.workload.gpus)
         elif create and "baselines" not in study.user_attrs:
             study.set_user_attr("baselines", [])  # the creator chose none: workers add none
 

@@ -115,7 +115,13 @@ def _device_label(device: Any) -> str:
     return f"cpu ({os.cpu_count() or 1} cores)"
 
 
-def _train_step(spec: WorkloadSpec, device: Any, img_size: int, num_classes: int) -> Callable:
+def _train_step(
+    spec: WorkloadSpec,
+    device: Any,
+    img_size: int,
+    num_classes: int,
+    wrap_model: Callable[[Any], Any] | None = None,
+) -> Callable:
     import torch
 
     from loadersearch.workload.loss import YoloLoss
@@ -129,6 +135,8 @@ def _train_step(spec: WorkloadSpec, device: Any, img_size: int, num_classes: int
     model.train()
     yolo_loss = YoloLoss(num_classes).to(device)
     opt = make_optimizer(spec.optimizer, model.parameters())
+    if wrap_model is not None:  # e.g. DistributedDataParallel: it shares the parameters
+        model = wrap_model(model)
 
     def prepare(images: Any) -> Any:
         x = images.float().div_(255.0)  # uint8 batches are normalised on the device
@@ -147,7 +155,12 @@ def _inputs_and_rest(batch: Any) -> tuple[Any, Any]:
     return batch[0], tuple(batch[1:])
 
 
-def create_workload(spec: WorkloadSpec, batch_size: int | None = None) -> Workload:
+def create_workload(
+    spec: WorkloadSpec,
+    batch_size: int | None = None,
+    *,
+    wrap_model: Callable[[Any], Any] | None = None,
+) -> Workload:
     """Build the dataset and the per-batch step of ``spec`` (imports torch; call in the child).
 
     A CUDA device comes with its index (``cuda:N``, the current device), so that every
@@ -156,6 +169,8 @@ def create_workload(spec: WorkloadSpec, batch_size: int | None = None) -> Worklo
     against the emulated allocation at the first step. ``batch_size`` is the configuration's
     (every batch has it: fixed sampler, drop_last); the emulated accelerator consumes batches
     of that size (without it: the length of the batch's first element, YOLOv4-tiny's images).
+    ``wrap_model`` wraps the model a train step runs (one rank of a DistributedDataParallel job
+    passes the DDP wrapper), YOLOv4-tiny's or a pipeline's.
     """
     import torch
 
@@ -178,7 +193,11 @@ def create_workload(spec: WorkloadSpec, batch_size: int | None = None) -> Worklo
         from loadersearch.workload.pipeline import build_pipeline
 
         pipeline = build_pipeline(
-            spec.pipeline, train=spec.kind == "train", device=device, optimizer=spec.optimizer
+            spec.pipeline,
+            train=spec.kind == "train",
+            device=device,
+            optimizer=spec.optimizer,
+            wrap_model=wrap_model,
         )
         dataset, collate_fn, init_fn, img_size = pipeline.dataset, pipeline.collate_fn, None, None
     else:
@@ -199,7 +218,7 @@ def create_workload(spec: WorkloadSpec, batch_size: int | None = None) -> Worklo
     if spec.kind == "train" and pipeline is not None:
         step = pipeline.step
     elif spec.kind == "train":
-        step = _train_step(spec, device, img_size, dataset.num_classes)
+        step = _train_step(spec, device, img_size, dataset.num_classes, wrap_model)
     elif spec.kind == "loader":
 
         def step(batch: Any) -> None:  # the pipeline alone: batches are dropped

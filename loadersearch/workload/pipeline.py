@@ -189,7 +189,12 @@ def _default_step(
     return pairs
 
 
-def _train(spec: PipelineSpec, device: torch.device, optimizer: str) -> Callable[[Any], None]:
+def _train(
+    spec: PipelineSpec,
+    device: torch.device,
+    optimizer: str,
+    wrap_model: Callable[[Any], Any] | None = None,
+) -> Callable[[Any], None]:
     model = None
     if spec.model is not None:
         model = _call(spec, "model")
@@ -200,6 +205,8 @@ def _train(spec: PipelineSpec, device: torch.device, optimizer: str) -> Callable
             )
         model = model.to(device)
         model.train()
+        if wrap_model is not None:  # a DDP rank: your step gets the wrapped model
+            model = wrap_model(model)
     if spec.step is None:
         assert model is not None  # PipelineSpec and WorkloadSpec check it
         label = f"the default step (model {spec.model}, loss {spec.loss})"
@@ -214,11 +221,17 @@ def _train(spec: PipelineSpec, device: torch.device, optimizer: str) -> Callable
 
 
 def build_pipeline(
-    spec: PipelineSpec, *, train: bool, device: torch.device, optimizer: str = "sgd"
+    spec: PipelineSpec,
+    *,
+    train: bool,
+    device: torch.device,
+    optimizer: str = "sgd",
+    wrap_model: Callable[[Any], Any] | None = None,
 ) -> Pipeline:
     """The dataset, collate and (when ``train``) step of ``spec``; :class:`PipelineError`
-    naming the part when one cannot be imported or built."""
+    naming the part when one cannot be imported or built. ``wrap_model`` wraps the model
+    (DistributedDataParallel in a rank of a DDP job)."""
     dataset = _dataset(spec)
     collate = _collate(spec)
-    step = _train(spec, device, optimizer) if train else None
+    step = _train(spec, device, optimizer, wrap_model) if train else None
     return Pipeline(dataset=dataset, collate_fn=collate, step=step)

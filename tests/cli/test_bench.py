@@ -76,6 +76,14 @@ def test_unreadable_vram_cap_is_a_usage_error():
     assert "Cannot read the size 'six gigs'" in result.output
 
 
+def test_more_ranks_than_gpus_on_cuda_exits_2_naming_the_fix():
+    result = CliRunner().invoke(cli, ["bench", "--gpus", "64", "--device", "cuda"])
+    assert result.exit_code == 2
+    assert "gpus=64 needs 64 GPUs, one per rank" in result.output
+    assert "--device cpu for CPU ranks with gloo" in result.output
+    assert "Traceback" not in result.output
+
+
 def test_bench_measures_a_user_pipeline_named_on_the_command_line():
     args = ["bench", "--dataset", "helpers.pipelines:make_dataset", "--arg", "dataset.n=16",
             "--arg", "dataset.size=8", "--workload", "loader", "--num-workers", "1",

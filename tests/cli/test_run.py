@@ -69,3 +69,36 @@ def test_a_missing_spec_file_is_one_clear_line(tmp_path, monkeypatch) -> None:
     assert result.exit_code == 2
     assert "nope.toml not found" in result.output
     assert not (tmp_path / "studies").exists()
+
+
+@pytest.mark.slow
+def test_a_run_of_two_gloo_ranks_answers_per_rank_with_a_sampler_and_torchrun(
+    tiny_dataset, tmp_path
+) -> None:
+    storage = f"sqlite:///{tmp_path / 'ddp.db'}"
+    args = ["--workload", "emulated", "--data", tiny_dataset, "--img-size", "64"]
+    plan = ["--epochs", "1", "--steps", "4", "--windows", "2", "--warmup-steps", "1"]
+    result = CliRunner().invoke(
+        cli,
+        ["run", "--gpus", "2", *args, *plan, "--storage", storage, "--trials", "1"]
+        + ["--no-baselines", "--confirm-rounds", "0", "--fix", "batch_size=4"],
+    )
+    assert result.exit_code == 0, result.output
+    # the per-rank bound on this machine's CPUs is stated
+    assert "num_workers and batch_size are per rank" in result.output
+    assert "per rank: 2 x " in result.output
+    assert "sampler = DistributedSampler(dataset, shuffle=True)" in result.output
+    assert "DataLoader(dataset, sampler=sampler, drop_last=True, batch_size=4" in result.output
+    assert "torchrun --standalone --nproc_per_node=2" in result.output
+
+    best = CliRunner().invoke(cli, ["best", "--storage", storage, "--format", "python"])
+    assert best.exit_code == 0, best.output
+    sampler, loader, launch = best.output.strip().splitlines()
+    assert sampler.startswith("sampler = DistributedSampler(")
+    assert loader.startswith("loader = DataLoader(dataset, sampler=sampler,")
+    assert "EMULATED" in loader and launch.startswith("# launch: torchrun")
+    (trial,) = optuna.load_study(study_name=None, storage=storage).trials
+    assert [r["rank"] for r in trial.user_attrs["ranks"]] == [0, 1]
+    bound = max(1, (os.cpu_count() or 1) // 2)  # 2 ranks' workers within the CPUs
+    assert f"num_workers 0..{bound} per rank" in result.output
+    assert trial.params.get("num_workers", 0) <= bound

@@ -105,6 +105,36 @@ def test_the_short_epoch_sampler_spans_permutations_when_an_epoch_outgrows_the_d
     assert sorted(drawn[:5]) == list(range(5)) and sorted(drawn[5:10]) == list(range(5))
 
 
+def test_ranks_draw_disjoint_shards_of_the_one_epoch_order_as_distributed_sampler() -> None:
+    whole = list(ShortEpochSampler(dataset_len=7, num_samples=12, seed=5))
+    shards = [list(ShortEpochSampler(7, 6, 5, rank=r, world_size=2)) for r in (0, 1)]
+    # rank r takes every 2nd index from r of the order one process would draw, epoch by epoch
+    assert shards == [whole[0::2], whole[1::2]]
+    assert all(len(s) == 6 for s in shards)
+    with pytest.raises(ValueError, match="rank must be in 0..1"):
+        ShortEpochSampler(7, 6, 5, rank=2, world_size=2)
+
+
+def test_a_rank_waits_at_every_window_edge_and_epoch_end() -> None:
+    workload = _Workload()
+    barriers: list[int] = []
+    plan = MeasurePlan(epochs=2, steps=4, windows_per_epoch=2, warmup_epochs=1, warmup_steps=2)
+    run_loop(
+        workload,
+        LoaderConfig(batch_size=2),
+        plan,
+        seed=1,
+        on_window=lambda w: barriers.append(-1),
+        on_warmup=lambda e, s: None,
+        rank=1,
+        world_size=2,
+        barrier=lambda: barriers.append(len(workload.served)),
+    )
+    # the warm-up's start and end, then per measured epoch its start, its inner edge and end;
+    # each window is reported after the barrier that ends it
+    assert barriers == [0, 2, 2, 4, -1, 6, -1, 6, 8, -1, 10, -1]
+
+
 def _collate_with_extra(batch):
     images, targets = _collate(batch)
     return images, targets, targets[:, 1].long()  # as the workload's collate adds the layout

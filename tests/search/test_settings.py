@@ -91,6 +91,41 @@ def test_a_spec_split_reaches_the_workload_and_the_measured_dataset(
     assert len(ds) == len(os.listdir(f"{tiny_dataset}/images")) - 1
 
 
+@pytest.mark.parametrize(("cpus", "gpus", "bound"), [(2, 2, 1), (16, 4, 4), (64, 8, 8), (6, 8, 1)])
+def test_the_per_rank_worker_bound_keeps_every_ranks_workers_within_the_cores(
+    cpus: int, gpus: int, bound: int
+) -> None:
+    host = Hardware(cpu_count=cpus, physical_cores=cpus, gpu_count=gpus)
+    settings = resolve_settings(None, Overrides(workload={"gpus": gpus}), hardware=host)
+    assert settings.workload.gpus == gpus
+    assert settings.space.num_workers == (0, bound)
+    assert gpus * bound <= cpus or bound == 1  # at least one worker per rank to try
+
+
+def test_space_widens_the_per_rank_worker_bound() -> None:
+    overrides = Overrides(workload={"gpus": 2, "device": "cpu"})
+    overrides.space_ranges["num_workers"] = "0:3"
+    settings = resolve_settings(None, overrides, hardware=HOST)
+    assert settings.space.num_workers == (0, 3)
+
+
+def test_gpus_in_a_spec_file_is_read(tmp_path) -> None:
+    spec = tmp_path / "ddp.toml"
+    spec.write_text('[workload]\nkind = "emulated"\ngpus = 2\n')
+    settings = resolve_settings(str(spec), Overrides(), hardware=HOST)
+    assert settings.workload.gpus == 2 and settings.space.num_workers == (0, 1)
+
+
+def test_more_ranks_than_gpus_is_refused_naming_the_fix() -> None:
+    host = Hardware(cpu_count=32, physical_cores=16, gpu_count=2, gpu_model="NVIDIA H100")
+    with pytest.raises(SpecError, match="gpus=4 needs 4 GPUs, one per rank, but this machine"):
+        resolve_settings(None, Overrides(workload={"gpus": 4}), hardware=host)
+    cpu_ranks = Overrides(workload={"gpus": 4, "device": "cpu"})  # gloo ranks, for testing
+    assert resolve_settings(None, cpu_ranks, hardware=host).workload.gpus == 4
+    with pytest.raises(SpecError, match="gpus must be a whole number of at least 1"):
+        resolve_settings(None, Overrides(workload={"gpus": 0}), hardware=HOST)
+
+
 def test_auto_resolves_to_the_device_the_study_is_named_and_sized_for() -> None:
     from loadersearch.config import WorkloadSpec
     from loadersearch.search.settings import resolved_workload
