@@ -285,6 +285,20 @@ for spec in "${CHECKS[@]}"; do
     FAILED=1
   fi
 done
+# The several-GPU checks (--gpus N: one DDP rank per GPU, NCCL); on one GPU, its one-rank NCCL
+# check only (~1-2 min). GPU_ACCEPTANCE_DDP=0 leaves them out.
+if [ "${GPU_ACCEPTANCE_DDP:-1}" != 0 ]; then
+  note "---- several GPUs: scripts/gpu_acceptance_ddp.sh"
+  ddp_out=$(PY=$PY OUT=${OUT:-} scripts/gpu_acceptance_ddp.sh 2>&1)
+  ddp_rc=$?
+  note "$ddp_out"
+  while IFS= read -r line; do
+    case "$line" in
+      PASS* | FAIL* | SKIP*) SUMMARY+=("ddp: $line"); say "ddp: $line" ;;
+    esac
+  done <<<"$ddp_out"
+  [ "$ddp_rc" = 1 ] && FAILED=1
+fi
 say "---- summary"
 for line in "${SUMMARY[@]}"; do say "$line"; done
 say "RESULT: $([ $FAILED = 0 ] && echo PASS || echo FAIL) in $((SECONDS - START)) s (log: $LOG)"
