@@ -2,13 +2,14 @@
 """Prove the search: loadersearch against exhaustive grid search, random search and the rules of
 thumb, on the same workload and dataset, measured side by side on this machine.
 
-    .venv/bin/python benchmarks/benchmark_search.py                 # defaults: < 45 min, 2 cores
+    .venv/bin/python benchmarks/benchmark_search.py                 # ~30 min on 2 idle cores
     .venv/bin/python benchmarks/benchmark_search.py --smoke         # ~1 min, what the tests run
     .venv/bin/python benchmarks/benchmark_search.py --workload train  # real training, on a GPU
 
 Steps: (0) the overhead of the study itself with 10/100/1000 trials pre-filled, on SQLite and
 PostgreSQL; (1) the exhaustive grid (ground truth); (2) the rules of thumb; (3) for each seed,
-loadersearch as users run it (TPE, Wilcoxon pruning, baselines first, confirmation), the same
+loadersearch as users run it (its default sampler, Wilcoxon pruning, baselines first, the
+confirmation, one fork server for all measurements), the same
 without pruning, and random search with the same budget; (4) every method's chosen
 configuration and the grid's top configurations re-measured interleaved (A B C A B C ...).
 Writes results.md, results.json and best_so_far.png to --out and prints the table.
@@ -34,6 +35,7 @@ import tempfile
 import time
 import uuid
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +43,7 @@ from bench_search import overhead as ov
 from bench_search.compare import (
     GridSpec,
     HostLock,
+    MethodRun,
     run_grid,
     run_loadersearch,
     run_random,
@@ -70,7 +73,7 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--img-size", type=int, default=416)
     p.add_argument("--emulated-ms", default="20,5", help="a,b: a batch of B takes a + b*B ms")
     p.add_argument("--budget", type=int, default=14, help="trials per sampled method and seed")
-    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
     p.add_argument("--nopruning-seeds", type=int, default=2,
                    help="how many of --seeds also run loadersearch without pruning")  # fmt: skip
     p.add_argument("--confirm-rounds", type=int, default=2, help="loadersearch's confirmation")
@@ -111,85 +114,76 @@ def _grid_workers(cpus: int) -> tuple[int, ...]:
     return tuple(out)
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = _args(argv)
-    if args.render:
-        import json
+@dataclass
+class Setup:
+    """What every method measures: workload, plan, the grid, the sampled space."""
 
-        summary = json.loads(Path(args.render).read_text())
-        summary["targets"] = targets(summary)
-        paths = write_results(summary, Path(args.out))
-        print(paths["markdown"].read_text())
-        return 0
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(name)s: %(message)s", datefmt="%H:%M:%S"
-    )
-    warnings.filterwarnings("ignore", module="optuna")
-    import optuna
+    workload: WorkloadSpec
+    plan: MeasurePlan
+    grid: GridSpec
+    space: Any  # loadersearch.search.space.SearchSpace
+    data: str
+    overhead_sizes: tuple[int, ...]
 
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
 
-    from loadersearch.hardware import fingerprint
-    from loadersearch.search.baselines import baselines
-    from loadersearch.search.settings import StudySettings, cpu_bound, default_plan, uses_cuda
+def smoke_setup(args: argparse.Namespace, work: Path, ms: tuple[float, ...]) -> Setup:
+    """The test suite's tiny run (and the options it overrides)."""
     from loadersearch.search.space import SearchSpace
-    from loadersearch.search.study import make_pruner, make_sampler
+    from loadersearch.workload.synthetic import make_dataset
 
-    t_start = time.perf_counter()
-    load_start = _load()
-    hardware = fingerprint()
-    work = Path(tempfile.mkdtemp(prefix="ls-bench-search-"))
-    sqlite_url = f"sqlite:///{work / 'studies.db'}"
+    data = str(work / "data")
+    make_dataset(data, images=16, seed=7)
+    args.budget, args.seeds, args.confirm_rounds, args.rounds, args.top = 2, [0], 1, 1, 1
+    args.overhead_trials, args.postgres = 3, ""
+    return Setup(
+        workload=WorkloadSpec(kind="emulated", data=data, img_size=128, emulated_ms=ms),
+        plan=MeasurePlan(epochs=1, steps=2, windows_per_epoch=2, warmup_epochs=0, timeout_s=120),
+        grid=GridSpec((0, 1), (4,), (False,), (2,), (False,)),
+        space=SearchSpace(num_workers=(0, 1), batch_size=(4, 8), batch_step=0,
+                          prefetch_factor=(2, 2), persistent_workers=(False,)),
+        data=data,
+        overhead_sizes=(10, 100),
+    )  # fmt: skip
 
-    # -- workload, plan, spaces ------------------------------------------------------------------
-    ms = tuple(float(x) for x in args.emulated_ms.split(","))
-    if args.smoke:
-        from loadersearch.workload.synthetic import make_dataset
 
-        data = str(work / "data")
-        make_dataset(data, images=16, seed=7)
-        workload = WorkloadSpec(kind="emulated", data=data, img_size=128, emulated_ms=ms)
-        plan = MeasurePlan(epochs=1, steps=2, windows_per_epoch=2, warmup_epochs=0, timeout_s=120)
-        grid = GridSpec((0, 1), (4,), (False,), (2,), (False,))
-        space = SearchSpace(num_workers=(0, 1), batch_size=(4, 8), batch_step=0,
-                            prefetch_factor=(2, 2), persistent_workers=(False,))  # fmt: skip
-        args.budget, args.seeds, args.confirm_rounds, args.rounds, args.top = 2, [0], 1, 1, 1
-        sizes, args.overhead_trials, args.postgres = (10, 100), 3, ""
-    else:
-        if args.data:
-            data = args.data
-        else:
-            from loadersearch.workload.synthetic import default_dataset
+def full_setup(args: argparse.Namespace, hardware: Any, ms: tuple[float, ...]) -> Setup:
+    """The benchmark's workload and plan (module docstring), the grid and the sampled space."""
+    from loadersearch.search.settings import cpu_bound, default_plan
+    from loadersearch.search.space import SearchSpace
+    from loadersearch.workload.synthetic import default_dataset
 
-            data = default_dataset()
-        workload = WorkloadSpec(
-            kind=args.workload, data=data, img_size=args.img_size, emulated_ms=ms
-        )
-        if workload.emulated:
-            # Short trials: 2 warm-up steps, 2 measured epochs of 4 steps in 1-step windows
-            # (the pruner's paired test can act from the 5th of 8 windows on).
-            base = MeasurePlan(epochs=2, steps=4, windows_per_epoch=4, warmup_steps=2)
-        else:  # the study's own default plan for this device
-            base = default_plan(small=cpu_bound(workload, hardware))
-        given = {"epochs": args.epochs, "steps": args.steps, "windows_per_epoch": args.windows,
-                 "warmup_steps": args.warmup_steps}  # fmt: skip
-        plan = dataclasses.replace(base, **{k: v for k, v in given.items() if v is not None})
-        cpus = hardware.cpu_count
-        workers = (
-            tuple(int(x) for x in args.grid_workers.split(","))
-            if args.grid_workers
-            else _grid_workers(cpus)
-        )
-        batches = tuple(int(x) for x in args.grid_batches.split(","))
-        grid = GridSpec(num_workers=workers, batch_size=batches)
-        space = SearchSpace(
-            num_workers=(0, workers[-1]), batch_size=(min(grid.batch_size), max(grid.batch_size)),
-            batch_step=0, prefetch_factor=(min(grid.prefetch_factor), max(grid.prefetch_factor)),
-        )  # fmt: skip
-        sizes = tuple(int(x) for x in args.overhead_sizes.split(","))
-    gpu = uses_cuda(workload, hardware)
+    data = args.data or default_dataset()
+    workload = WorkloadSpec(kind=args.workload, data=data, img_size=args.img_size, emulated_ms=ms)
+    if workload.emulated:
+        # Short trials: 2 warm-up steps, 2 measured epochs of 4 steps in 1-step windows
+        # (the pruner's paired test can act from the 5th of 8 windows on).
+        base = MeasurePlan(epochs=2, steps=4, windows_per_epoch=4, warmup_steps=2)
+    else:  # the study's own default plan for this device
+        base = default_plan(small=cpu_bound(workload, hardware))
+    given = {"epochs": args.epochs, "steps": args.steps, "windows_per_epoch": args.windows,
+             "warmup_steps": args.warmup_steps}  # fmt: skip
+    plan = dataclasses.replace(base, **{k: v for k, v in given.items() if v is not None})
+    workers = (
+        tuple(int(x) for x in args.grid_workers.split(","))
+        if args.grid_workers
+        else _grid_workers(hardware.cpu_count)
+    )
+    grid = GridSpec(num_workers=workers,
+                    batch_size=tuple(int(x) for x in args.grid_batches.split(",")))  # fmt: skip
+    space = SearchSpace(
+        num_workers=(0, workers[-1]), batch_size=(min(grid.batch_size), max(grid.batch_size)),
+        batch_step=0, prefetch_factor=(min(grid.prefetch_factor), max(grid.prefetch_factor)),
+    )  # fmt: skip
+    sizes = tuple(int(x) for x in args.overhead_sizes.split(","))
+    return Setup(workload, plan, grid, space, data, sizes)
+
+
+def describe(args: argparse.Namespace, setup: Setup, hardware: Any, argv: list[str] | None,
+             ms: tuple[float, ...]) -> dict[str, Any]:  # fmt: skip
+    """The run's metadata: machine, workload, plan, grid, space, budget, seeds, load."""
+    workload = setup.workload
     emu = f"EMULATED accelerator {ms[0]:g} + {ms[1]:g} ms x batch" if workload.emulated else ""
-    meta: dict[str, Any] = {
+    return {
         "command": " ".join([os.path.basename(sys.argv[0]), *(argv or sys.argv[1:])]),
         "machine": f"{hardware.cpu_model}, {hardware.cpu_count} logical CPUs, "
         f"{(hardware.ram_bytes or 0) / 2**30:.0f} GiB RAM, "
@@ -197,104 +191,153 @@ def main(argv: list[str] | None = None) -> int:
         "hardware": hardware,
         "workload": workload.to_dict(),
         "workload_desc": f"YOLOv4-tiny {workload.kind} at {workload.img_size} px, "
-        f"{'16 tiny images' if args.smoke else data}" + (f", {emu}" if emu else ""),
+        f"{'16 tiny images' if args.smoke else setup.data}" + (f", {emu}" if emu else ""),
         "workload_short": f"{workload.kind} {workload.img_size}px"
         + (f", {ms[0]:g}+{ms[1]:g} ms/batch" if workload.emulated else ""),
-        "plan": plan.to_dict(),
-        "grid_desc": grid.describe(),
-        "space_desc": space.describe(),
+        "plan": setup.plan.to_dict(),
+        "grid_desc": setup.grid.describe(),
+        "space_desc": setup.space.describe(),
         "budget": args.budget,
         "seeds": args.seeds,
         "nopruning_seeds": args.seeds[: args.nopruning_seeds],
         "confirm_rounds": args.confirm_rounds,
         "rounds": args.rounds,
         "smoke": args.smoke,
-        "load_start": load_start,
+        "load_start": _load(),
     }
-    log.info("workload: %s; plan %s", meta["workload_desc"], plan.to_dict())
-    log.info("grid: %s", meta["grid_desc"])
 
-    lock = HostLock()
 
-    def measure_one(config: LoaderConfig):
-        from loadersearch.measure import measure
+def study_overhead(args: argparse.Namespace, setup: Setup) -> list[dict[str, Any]]:
+    """(0) The cost of the study itself per trial, with 10/100/1000 trials pre-filled."""
+    from loadersearch.search.sampler import DEFAULT_SAMPLER, make_sampler
+    from loadersearch.search.study import make_pruner
 
+    if args.skip_overhead:
+        return []
+    backends: dict[str, str | None] = {"sqlite": None}
+    if args.overhead_wal:  # the same file storage in WAL mode: a candidate tuning
+        backends[ov.SQLITE_WAL] = None
+    if args.postgres:
+        backends["postgresql"] = args.postgres
+    space, plan = setup.space, setup.plan
+    return ov.measure_overhead(
+        backends, setup.overhead_sizes,
+        make_sampler=lambda seed: make_sampler(DEFAULT_SAMPLER, space, seed=seed),
+        make_pruner=lambda: make_pruner("wilcoxon", plan.n_windows),
+        suggest=lambda t: space.suggest(t).to_dict(),
+        trials=args.overhead_trials, n_windows=plan.n_windows,
+    )  # fmt: skip
+
+
+def run_methods(args: argparse.Namespace, setup: Setup, hardware: Any, lock: HostLock,
+                measure_one: Any, storage: str) -> list[MethodRun]:  # fmt: skip
+    """(1) the grid, (2) the rules of thumb, (3) per seed loadersearch with and without
+    pruning and random search. Each run holds the host lock throughout (waiting for it is not
+    billed to the run)."""
+    from loadersearch.search.baselines import baselines
+    from loadersearch.search.settings import StudySettings, uses_cuda
+
+    runs = [run_grid(setup.grid.configs(), measure_one, lock)]
+    gpu = uses_cuda(setup.workload, hardware)
+    rules = [(b.name, b.config) for b in baselines(setup.space, hardware, gpu=gpu)]
+    runs += run_rules(rules, measure_one)
+
+    def settings(seed: int, pruner: str) -> StudySettings:
+        return StudySettings(
+            workload=setup.workload, plan=setup.plan, space=setup.space, trials=args.budget,
+            study_name=f"bench-{pruner}-{seed}-{uuid.uuid4().hex[:8]}", storage=storage,
+            pruner=pruner, confirm_rounds=args.confirm_rounds, seed=seed,
+        )  # fmt: skip
+
+    for seed in args.seeds:
         with lock.hold():
-            return measure(workload, config, plan)
-
-    try:
-        # -- (0) overhead of the study itself -------------------------------------------------
-        overhead_rows: list[dict[str, Any]] = []
-        if not args.skip_overhead:
-            backends: dict[str, str | None] = {"sqlite": None}
-            if args.overhead_wal:  # the same file storage in WAL mode: a candidate tuning
-                backends[ov.SQLITE_WAL] = None
-            if args.postgres:
-                backends["postgresql"] = args.postgres
-            overhead_rows = ov.measure_overhead(
-                backends, sizes,
-                make_sampler=make_sampler,
-                make_pruner=lambda: make_pruner("wilcoxon", plan.n_windows),
-                suggest=lambda t: space.suggest(t).to_dict(),
-                trials=args.overhead_trials, n_windows=plan.n_windows,
-            )  # fmt: skip
-
-        # -- (1) grid, (2) rules ----------------------------------------------------------------
-        runs = [run_grid(grid.configs(), measure_one, lock)]
-        rules = [(b.name, b.config) for b in baselines(space, hardware, gpu=gpu)]
-        runs += run_rules(rules, measure_one)
-
-        # -- (3) loadersearch with/without pruning, random; seed by seed --------------------------
-        def settings(seed: int, pruner: str) -> StudySettings:
-            return StudySettings(
-                workload=workload, plan=plan, space=space, trials=args.budget,
-                study_name=f"bench-{pruner}-{seed}-{uuid.uuid4().hex[:8]}", storage=sqlite_url,
-                pruner=pruner, confirm_rounds=args.confirm_rounds, seed=seed,
-            )  # fmt: skip
-
-        # Each run holds the host lock throughout (waiting for it is not billed to the run).
-        for seed in args.seeds:
+            runs.append(run_loadersearch(settings(seed, "wilcoxon"), LOADERSEARCH,
+                                         hardware=hardware))  # fmt: skip
+        if seed in args.seeds[: args.nopruning_seeds]:
             with lock.hold():
-                runs.append(run_loadersearch(settings(seed, "wilcoxon"), LOADERSEARCH,
+                runs.append(run_loadersearch(settings(seed, "none"), NOPRUNING,
                                              hardware=hardware))  # fmt: skip
-            if seed in args.seeds[: args.nopruning_seeds]:
-                with lock.hold():
-                    runs.append(run_loadersearch(settings(seed, "none"), NOPRUNING,
-                                                 hardware=hardware))  # fmt: skip
-            with lock.hold():
-                runs.append(run_random(
-                    space, workload, plan, budget=args.budget, seed=seed, storage=sqlite_url,
-                    study_name=f"bench-random-{seed}-{uuid.uuid4().hex[:8]}",
-                ))  # fmt: skip
+        with lock.hold():
+            runs.append(run_random(
+                setup.space, setup.workload, setup.plan, budget=args.budget, seed=seed,
+                storage=storage, study_name=f"bench-random-{seed}-{uuid.uuid4().hex[:8]}",
+            ))  # fmt: skip
+    return runs
 
-        # -- (4) interleaved re-measurement ----------------------------------------------------
-        grid_run = runs[0]
-        ranked = sorted(grid_run.trials, key=lambda t: -t.value)
-        grid_top = [LoaderConfig.from_dict(t.config) for t in ranked[: args.top]]
-        candidates = list(dict.fromkeys(grid_top + [r.chosen for r in runs if r.chosen]))
-        log.info("re-measuring %d configurations x %d rounds", len(candidates), args.rounds)
-        remeasured = remeasure_interleaved(candidates, measure_one, rounds=args.rounds)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
 
-    # -- figures ---------------------------------------------------------------------------------
-    # A typical trial: the grid's full measurements; what each pays outside its measured epochs
-    # (process start, imports, dataset and model build) is the measurement's own overhead_s.
+def remeasure(args: argparse.Namespace, runs: list[MethodRun], measure_one: Any
+              ) -> tuple[list[LoaderConfig], dict[LoaderConfig, list[float]]]:  # fmt: skip
+    """(4) The grid's top configurations and every method's choice, re-measured interleaved."""
+    ranked = sorted(runs[0].trials, key=lambda t: -t.value)
+    grid_top = [LoaderConfig.from_dict(t.config) for t in ranked[: args.top]]
+    candidates = list(dict.fromkeys(grid_top + [r.chosen for r in runs if r.chosen]))
+    log.info("re-measuring %d configurations x %d rounds", len(candidates), args.rounds)
+    return grid_top, remeasure_interleaved(candidates, measure_one, rounds=args.rounds)
+
+
+def overhead_figures(rows: list[dict[str, Any]], grid_run: MethodRun, lock: HostLock,
+                     trials: int) -> dict[str, Any]:  # fmt: skip
+    """The study's per-trial cost against a typical trial: the grid's full measurements, whose
+    fixed cost outside the measured epochs is each measurement's overhead_s."""
     ok_trials = [t for t in grid_run.trials if t.status == "ok"]
     typical = statistics.median(t.wall_s for t in ok_trials) if ok_trials else float("nan")
     start_s = statistics.median(t.overhead_s for t in ok_trials) if ok_trials else 0.0
-    for row in overhead_rows:
+    for row in rows:
         row.update(ov.overhead_share(row, start_s, typical))
-    meta["wall_s"] = time.perf_counter() - t_start
-    meta["lock_wait_s"] = lock.wait_s
-    meta["load_end"] = _load()
-    overhead = {
-        "rows": overhead_rows,
-        "process_start_s": start_s,
-        "typical_trial_s": typical,
-        "trials": args.overhead_trials,
-        "lock_wait_s": lock.wait_s,
-    }
+    return {"rows": rows, "process_start_s": start_s, "typical_trial_s": typical,
+            "trials": trials, "lock_wait_s": lock.wait_s}  # fmt: skip
+
+
+def render(path: str, out: Path) -> int:
+    """Only re-write the table and plot of an earlier run's results.json."""
+    import json
+
+    summary = json.loads(Path(path).read_text())
+    summary["targets"] = targets(summary)
+    paths = write_results(summary, out)
+    print(paths["markdown"].read_text())
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _args(argv)
+    if args.render:
+        return render(args.render, Path(args.out))
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(name)s: %(message)s", datefmt="%H:%M:%S"
+    )
+    warnings.filterwarnings("ignore", module="optuna")
+    import optuna
+
+    from loadersearch.hardware import fingerprint
+    from loadersearch.measure import measure
+    from loadersearch.measure.forkserver import serving
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    t_start = time.perf_counter()
+    hardware = fingerprint()
+    work = Path(tempfile.mkdtemp(prefix="ls-bench-search-"))
+    ms = tuple(float(x) for x in args.emulated_ms.split(","))
+    setup = smoke_setup(args, work, ms) if args.smoke else full_setup(args, hardware, ms)
+    meta = describe(args, setup, hardware, argv, ms)
+    log.info("workload: %s; plan %s", meta["workload_desc"], setup.plan.to_dict())
+    log.info("grid: %s", meta["grid_desc"])
+    lock = HostLock()
+
+    def measure_one(config: LoaderConfig) -> Any:
+        with lock.hold():
+            return measure(setup.workload, config, setup.plan)
+
+    try:
+        with serving():  # one fork server for every measurement, as a run has
+            overhead_rows = study_overhead(args, setup)
+            runs = run_methods(args, setup, hardware, lock, measure_one,
+                               f"sqlite:///{work / 'studies.db'}")  # fmt: skip
+            grid_top, remeasured = remeasure(args, runs, measure_one)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    overhead = overhead_figures(overhead_rows, runs[0], lock, args.overhead_trials)
+    meta.update(wall_s=time.perf_counter() - t_start, lock_wait_s=lock.wait_s, load_end=_load())
     summary = summarise(runs, remeasured, grid_top, overhead=overhead, meta=meta)
     paths = write_results(summary, Path(args.out))
     print(paths["markdown"].read_text())

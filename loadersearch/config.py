@@ -23,6 +23,7 @@ DEVICES = ("auto", "cuda", "cpu")
 OPTIMIZERS = ("sgd", "adamw")
 FORMATS = ("yolo", "voc", "coco")  # dataset layouts
 PRUNERS = ("wilcoxon", "median", "none")
+SAMPLERS = ("structured", "tpe", "gp", "random")  # the first is the default (tabular benchmark)
 DEFAULT_PREFETCH = 2  # PyTorch's prefetch_factor when workers are used and none is given
 START_METHODS = ("fork", "forkserver", "spawn")  # how DataLoader workers are started
 # Python's own default on this platform (the first listed is the default, per its docs): what a

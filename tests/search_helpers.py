@@ -75,7 +75,7 @@ def steady_measure(rate: float = 160.0, wait: float = 0.25) -> Callable[..., Mea
     """A measure function that reports one window of ``rate`` images/s, ``wait`` of it spent
     waiting for data, instantly."""
 
-    def measure(workload, config, plan, *, on_window=None) -> MeasureResult:
+    def measure(workload, config, plan, *, on_window=None, on_ready=None) -> MeasureResult:
         seconds = 16 / rate
         window = Window(index=0, epoch=0, images=16, seconds=seconds, wait_s=wait * seconds,
                         compute_s=(1 - wait) * seconds, h2d_s=0.0)  # fmt: skip

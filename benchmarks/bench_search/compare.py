@@ -273,8 +273,8 @@ def _log_progress() -> Any:
 
 def run_loadersearch(settings: Any, method: str, *, hardware: Any) -> MethodRun:
     """loadersearch as users run it: :func:`loadersearch.search.study.run_study`, the function
-    ``loadersearch run`` calls (study creation, batch probe, baselines enqueued first, TPE,
-    the pruner of ``settings``, the interleaved confirmation of the finalists)."""
+    ``loadersearch run`` calls (study creation, batch probe, baselines enqueued first, the
+    sampler and pruner of ``settings``, the interleaved confirmation of the finalists)."""
     from loadersearch.search.confirm import feasible_complete, trial_config
     from loadersearch.search.study import run_study
 

@@ -1,12 +1,12 @@
 """The overhead of the search itself as the study grows.
 
 Per trial, the time loadersearch spends outside the measurement: the sampler's ask and the
-parameter suggestions (TPE reads every finished trial and fits its Parzen estimators), the
-storage writes of each window's value and the pruner's decision after it, the user attributes
-of the measurement, the final tell, and the start of the measuring child process (a fresh
-Python that imports torch). The study is pre-filled with realistic finished trials (params
-over the real search space, values, per-window intermediate values, user attributes) so that
-the figures at 10, 100 and 1000 trials come from the same storage and sampler code users run.
+parameter suggestions (the sampler reads every finished trial), the storage writes of each
+window's value and the pruner's decision after it, the user attributes of the measurement, the
+final tell, and the start of the measuring child process (a fork of the run's fork server).
+The study is pre-filled with realistic finished trials (params over the real search space,
+values, per-window intermediate values, user attributes) so that the figures at 10, 100 and
+1000 trials come from the same storage and sampler code users run.
 """
 
 from __future__ import annotations

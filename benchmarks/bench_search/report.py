@@ -212,7 +212,8 @@ def markdown(s: dict[str, Any]) -> str:
             f"Overhead of the search itself per trial (median of {ov.get('trials', '?')} "
             f"trials), against a typical trial of {ov['typical_trial_s']:.1f} s (grid median), "
             f"{ov['process_start_s']:.2f} s of which is the measuring child's own start "
-            "(process, imports, dataset and model build: the measurement's overhead_s), "
+            "(the fork from the run's fork server and the workload's build: the measurement's "
+            "overhead_s), "
             "fixed per trial:",
             "",
             "| storage | trials in study | ask+suggest | of which sampler | report+prune | "
@@ -256,10 +257,11 @@ def _growth_note(rows: list[dict[str, Any]]) -> str:
             f"{1e3 * lo['report_prune_s']:.0f} -> {1e3 * hi['report_prune_s']:.0f} ms)"
         )
     return (
-        "What grows: " + "; ".join(parts) + ". The sampler grows because TPE, at every ask, "
-        "takes every finished trial (Optuna keeps finished trials cached in memory, so this is "
-        "not a re-read of the database) and fits its Parzen estimators on all of them: linear "
-        "in the trials, times the candidates it scores. The pruner's decision after each "
+        "What grows: " + "; ".join(parts) + ". The sampler grows because at every ask it reads "
+        "every trial of the study (Optuna keeps finished trials cached in memory, so this is "
+        "not a re-read of the database) to know what is measured and where the best is (TPE "
+        "also fits its Parzen estimators on all of them): linear in the trials. The pruner's "
+        "decision after each "
         "window asks the database for the best trial (Wilcoxon; an indexed query whose cost "
         "grows slowly with the table). The writes (a row per window value and per user "
         "attribute, the final tell) do not grow with the study; on SQLite each is a committed "

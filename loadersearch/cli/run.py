@@ -21,7 +21,7 @@ from loadersearch.cli._options import (
     study_option,
     workload_options,
 )
-from loadersearch.config import PRUNERS
+from loadersearch.config import PRUNERS, SAMPLERS
 
 _SPACE_HELP = (
     "Narrow a knob: num_workers=2:12, batch_size=8:64:8 (step) or pow2:8:128, "
@@ -61,6 +61,14 @@ _SPACE_HELP = (
     default=None,
     help="wilcoxon (default): prune a trial only when it is clearly (>5%, p<0.1) slower than "
     "the best, window by window; median: Optuna's MedianPruner; none: no pruning.",
+)
+@click.option(
+    "--sampler",
+    type=click.Choice(SAMPLERS),
+    default=None,
+    help="structured (default): a search that knows the problem's shape (workers on a "
+    "doubling ladder, the largest batch first, then the smaller knobs); tpe, gp: Optuna's TPE "
+    "and Gaussian-process samplers; random. None measures a configuration twice.",
 )
 @click.option(
     "--confirm-rounds",
@@ -115,6 +123,7 @@ def run(spec_file: str | None, quiet: bool, no_wait: bool, **opts: Any) -> None:
         "trials": opts["trials"],
         "name": opts["study_name"],
         "pruner": opts["pruner"],
+        "sampler": opts["sampler"],
         "confirm_rounds": opts["confirm_rounds"],
         "epochs_planned": opts["epochs_planned"],
         "seed": opts["seed"],

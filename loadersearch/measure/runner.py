@@ -1,7 +1,10 @@
 """Measure one DataLoader configuration in a fresh child process: :func:`measure`.
 
-The child (:mod:`loadersearch.measure.child`) leads its own process group, so that its
-DataLoader workers can be killed with it, and reports on a pipe of its own. The parent enforces
+The child (:mod:`loadersearch.measure.child`) is forked by a preloaded fork server
+(:mod:`loadersearch.measure.forkserver`: the server of the enclosing ``serving()`` block, which
+``run`` keeps for all its trials, or one started for this measurement alone). It leads its own
+process group, so that its DataLoader workers can be killed with it, and reports on a pipe of
+its own. The parent enforces
 the wall-clock limit and the stall limit, calls ``on_window`` for each window, and after any
 ending (result, error, timeout, prune, Ctrl-C, an exception in ``on_window``) SIGKILLs the
 child's whole process group and reaps it: no process of the measurement is left. Once the
@@ -15,6 +18,7 @@ here instead of to PID 1 (which, in some containers, never reaps them).
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import dataclasses
 import json
@@ -31,6 +35,7 @@ from collections.abc import Callable
 from loadersearch.config import LoaderConfig, MeasurePlan, WorkloadSpec
 from loadersearch.limits import limit_problem
 from loadersearch.measure.failures import classify_exit
+from loadersearch.measure.forkserver import ForkedChild, ForkServerTimeout, server_for_one
 from loadersearch.measure.result import (
     ERROR,
     INFEASIBLE,
@@ -89,9 +94,12 @@ def measure(
     plan: MeasurePlan,
     *,
     on_window: Callable[[Window], bool] | None = None,
+    on_ready: Callable[[MeasureResult], None] | None = None,
 ) -> MeasureResult:
     """Measure ``config`` on ``workload`` for ``plan`` in a fresh child process.
 
+    ``on_ready(result)`` is called once the workload is built, before any window, with the
+    result so far (device, ``dataset_images``: the images of one full epoch).
     ``on_window(window)`` is called for every window as it arrives; returning False stops the
     measurement at once (status PRUNED, the windows so far kept). Failures of the configuration
     or the data come back as a status and a reason (see :mod:`loadersearch.measure.result`),
@@ -120,33 +128,35 @@ def measure(
         from loadersearch.workload.refs import child_environ
 
         env = child_environ(workload.pipeline)
-    read_fd, write_fd = os.pipe()
-    log = tempfile.TemporaryFile()
+    # The fixed cost (overhead_s) runs from here: the fork, or a whole server's start when no
+    # serving() block keeps one.
     t0 = time.monotonic()
-    try:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "loadersearch.measure.child", "--fd", str(write_fd)]
-            + ["--spec", spec],
-            pass_fds=(write_fd,),
-            start_new_session=True,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env=env,
-        )
-    except BaseException:
-        os.close(read_fd)
-        os.close(write_fd)
-        log.close()
-        raise
-    os.close(write_fd)
-    try:
-        _follow(proc, read_fd, log, plan, result, t0, on_window)
-    finally:
-        _kill_group(proc)
-        os.close(read_fd)
-        log.close()
-        result.wall_s = time.monotonic() - t0
+    with contextlib.ExitStack() as stack:
+        try:
+            server = stack.enter_context(server_for_one(timeout=plan.timeout_s))
+        except ForkServerTimeout:  # the imports alone took the whole limit, as a child's could
+            _timeout(
+                result, f"the measurement passed its {plan.timeout_s:g} s limit during start-up"
+            )
+            result.wall_s = time.monotonic() - t0
+            return result
+        read_fd, write_fd = os.pipe()
+        log = tempfile.TemporaryFile()
+        try:
+            proc = server.spawn(spec, workload, write_fd, log.fileno(), env=env)
+        except BaseException:
+            os.close(read_fd)
+            log.close()
+            raise
+        finally:
+            os.close(write_fd)
+        try:
+            _follow(proc, read_fd, log, plan, result, t0, on_window, on_ready)
+        finally:
+            _kill_group(proc)
+            os.close(read_fd)
+            log.close()
+            result.wall_s = time.monotonic() - t0
     return result
 
 
@@ -161,13 +171,14 @@ def _stderr_tail(log) -> str:  # noqa: ANN001 - a binary file object
 
 
 def _follow(
-    proc: subprocess.Popen,
+    proc: ForkedChild,
     read_fd: int,
     log,  # noqa: ANN001
     plan: MeasurePlan,
     result: MeasureResult,
     t0: float,
     on_window: Callable[[Window], bool] | None,
+    on_ready: Callable[[MeasureResult], None] | None = None,
 ) -> None:
     """Read the child's messages into ``result`` until it ends, one way or another."""
     stall = min(plan.stall_s, plan.timeout_s)
@@ -221,6 +232,8 @@ def _follow(
                 result.notes.extend(msg["notes"])
                 phase = "the warm-up"
                 started = True
+                if on_ready is not None:
+                    on_ready(result)
             elif kind == "warmup":
                 phase = "the warm-up"
             elif kind == "window":
@@ -254,9 +267,9 @@ def _timeout(result: MeasureResult, message: str, log=None) -> None:  # noqa: AN
     result.status, result.reason, result.message = INFEASIBLE, TIMEOUT, message
 
 
-def _kill_group(proc: subprocess.Popen) -> None:
+def _kill_group(proc: ForkedChild) -> None:
     """SIGKILL the child's process group (DataLoader workers included) and reap all of it."""
-    pgid = proc.pid  # start_new_session: the child leads its own group
+    pgid = proc.pid  # the child leads its own group
     try:
         os.killpg(pgid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):

@@ -17,6 +17,7 @@ from loadersearch.config import LoaderConfig
 from loadersearch.measure.result import OK, MeasureResult
 from loadersearch.search.objective import Objective, result_attrs
 from loadersearch.search.progress import Progress
+from loadersearch.search.space import config_from_params
 
 if TYPE_CHECKING:
     import optuna
@@ -53,11 +54,7 @@ def feasible_complete(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
 
 def trial_config(trial: optuna.trial.FrozenTrial, space_fixed: dict[str, Any]) -> LoaderConfig:
     """The configuration a trial measured: its parameters plus the space's fixed knobs."""
-    data = {**space_fixed, **trial.params}
-    if data.get("num_workers", 0) == 0:
-        data.pop("prefetch_factor", None)
-        data["persistent_workers"] = False
-    return LoaderConfig.from_dict(data)
+    return config_from_params(trial.params, space_fixed)
 
 
 def finalists(

@@ -101,14 +101,27 @@ def unusable_input(result: MeasureResult, workload: WorkloadSpec) -> LoaderSearc
     )
 
 
-def window_value(window: Window) -> float:
-    """The value reported to the pruner for one window: its images/s *without* the epoch-start
-    cost that falls in it. Short measuring epochs over-weight start cost (FACTS.md section 5);
-    the objective amortises it over a full epoch, so the steady rate is the closer proxy."""
+def window_value(window: Window, start_weight: float = 0.0) -> float:
+    """The value reported to the pruner for one window: its images/s with the epoch-start cost
+    that falls in it counted as the objective counts it. The objective pays the start once
+    per *full* epoch of ``N`` images; a short measuring epoch of ``S`` steps of ``B`` images
+    pays it once per ``S*B`` images, so counting it whole would over-weight it (FACTS.md
+    section 5) and leaving it out would let a configuration that wins by its start (a smaller
+    batch's first batch arrives sooner) be pruned against one with a faster steady rate
+    (the tabular benchmark pruned its optimum so). ``start_weight`` = ``S*B/N``
+    (:func:`start_weight`); 0 leaves the start out."""
     busy = window.seconds - window.start_s
     if busy <= 0 or window.images <= 0:
         return window.rate
-    return window.images / busy
+    return window.images / (busy + start_weight * window.start_s)
+
+
+def start_weight(plan: MeasurePlan, batch_size: int, full_images: int) -> float:
+    """The share of one epoch start a short measuring epoch carries in the objective:
+    ``steps * batch_size / full_images`` (at most 1; 0 when the full epoch is unknown)."""
+    if full_images <= 0:
+        return 0.0
+    return min(1.0, plan.steps * batch_size / full_images)
 
 
 def window_wait(window: Window) -> float:
@@ -237,8 +250,13 @@ class Objective:
         if previous is not None:
             return self.repeat(trial, previous)
 
+        weight = [0.0]
+
+        def on_ready(result: MeasureResult) -> None:
+            weight[0] = start_weight(self.plan, config.batch_size, result.dataset_images)
+
         def on_window(window: Window) -> bool:
-            value = window_value(window)
+            value = window_value(window, weight[0])
             trial.report(value, window.index)
             self.progress.window(trial.number, window, value)
             if trial.should_prune():
@@ -250,7 +268,7 @@ class Objective:
             if self.on_measured is not None and result.windows:
                 self.on_measured(trial, result)
 
-        result = self.measure(config, on_window, after=after)
+        result = self.measure(config, on_window, on_ready, after=after)
         for key, value in result_attrs(result).items():
             trial.set_user_attr(key, value)
 
@@ -289,10 +307,12 @@ class Objective:
 
     def repeat(self, trial: optuna.Trial, previous: optuna.trial.FrozenTrial) -> float:
         """Record ``previous``'s measurement for a trial with the same parameters, without
-        measuring again. TPE proposes exact repeats in a small discrete space (1-2 of 14 trials
-        in benchmark_search); a repeat measurement would spend a trial's time on what the
-        study already knows, and the interleaved confirmation re-measures the finalists
-        anyway. Intermediate values are copied too, so the pruner can compare with it."""
+        measuring again. The study's sampler never proposes a configuration the study holds
+        while others remain (:mod:`loadersearch.search.sampler`), so this is a safety net:
+        every configuration measured, or two workers that picked the same one at the same
+        moment. A repeat measurement would spend a trial's time on what the study already
+        knows, and the interleaved confirmation re-measures the finalists anyway.
+        Intermediate values are copied too, so the pruner can compare with it."""
         for step, value in previous.intermediate_values.items():
             trial.report(value, step)
         for key, value in previous.user_attrs.items():
@@ -310,6 +330,7 @@ class Objective:
         self,
         config: LoaderConfig,
         on_window: Callable[[Window], bool] | None = None,
+        on_ready: Callable[[MeasureResult], None] | None = None,
         *,
         after: Callable[[MeasureResult], None] | None = None,
     ) -> MeasureResult:
@@ -317,7 +338,9 @@ class Objective:
         result before the lock is released, so that its CPU time (drawing a picture)
         disturbs no other process's measurement on this host."""
         with measurement_lock():
-            result = self.measure_fn(self.workload, config, self.plan, on_window=on_window)
+            result = self.measure_fn(
+                self.workload, config, self.plan, on_window=on_window, on_ready=on_ready
+            )
             if after is not None:
                 after(result)
             return result

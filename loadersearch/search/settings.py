@@ -2,7 +2,7 @@
 
 A spec file (``studies/*.toml``) has up to five tables::
 
-    [study]     name, trials, epochs_planned, confirm_rounds, pruner, seed, description
+    [study]     name, trials, epochs_planned, confirm_rounds, pruner, sampler, seed, description
     [workload]  kind, data, format, img_size, classes, mosaic, device, vram_cap ("6GiB"),
                 emulated_ms = [a, b], emulated_mib = [m0, m1], skip_bad_samples, seed
     [plan]      epochs, steps, windows_per_epoch, warmup_epochs, timeout_s
@@ -24,7 +24,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
-from loadersearch.config import PRUNERS, MeasurePlan, PipelineSpec, WorkloadSpec
+from loadersearch.config import PRUNERS, SAMPLERS, MeasurePlan, PipelineSpec, WorkloadSpec
 from loadersearch.config import parse_size as config_parse_size
 from loadersearch.errors import LoaderSearchError
 from loadersearch.hardware import Hardware
@@ -42,6 +42,7 @@ _SECTIONS = {
         "epochs_planned",
         "confirm_rounds",
         "pruner",
+        "sampler",
         "seed",
         "description",
     },
@@ -150,6 +151,7 @@ class StudySettings:
     study_name: str | None = None  # None = derived from workload and hardware
     storage: str | None = None  # None = $LOADERSEARCH_STORAGE or the default SQLite file
     pruner: str = "wilcoxon"  # wilcoxon | median | none
+    sampler: str = SAMPLERS[0]  # structured | tpe | gp | random (search.sampler)
     confirm_rounds: int = 3  # interleaved re-measurement rounds of the finalists
     epochs_planned: int = 300  # epochs of the user's real training, for "time saved"
     seed: int | None = None  # sampler seed
@@ -293,6 +295,9 @@ def resolve_settings(
     pruner = str(study.get("pruner", PRUNERS[0]))
     if pruner not in PRUNERS:
         raise SpecError(f"unknown pruner {pruner!r}; choose one of {', '.join(PRUNERS)}.")
+    sampler = str(study.get("sampler", SAMPLERS[0]))
+    if sampler not in SAMPLERS:
+        raise SpecError(f"unknown sampler {sampler!r}; choose one of {', '.join(SAMPLERS)}.")
     rounds = int(study.get("confirm_rounds", 3))
     if rounds < 0:
         raise SpecError(f"confirm_rounds cannot be negative but got {rounds}.")
@@ -308,6 +313,7 @@ def resolve_settings(
         study_name=study.get("name"),
         storage=storage,
         pruner=pruner,
+        sampler=sampler,
         confirm_rounds=rounds,
         epochs_planned=epochs_planned,
         seed=study.get("seed"),

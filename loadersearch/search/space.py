@@ -307,6 +307,51 @@ class SearchSpace:
             start_method=start,
         )
 
+    def distributions(self) -> dict[str, optuna.distributions.BaseDistribution]:
+        """The Optuna distribution of every knob :meth:`suggest` suggests (the conditional
+        ones included: they are suggested only with workers), as ``suggest`` builds them."""
+        from optuna.distributions import CategoricalDistribution, IntDistribution
+
+        fixed = self.fixed()
+        out: dict[str, optuna.distributions.BaseDistribution] = {}
+        for name in KNOBS:
+            if name in fixed:
+                continue
+            if name == "batch_size":
+                choices = self.batch_choices()
+                out[name] = (
+                    CategoricalDistribution(choices)
+                    if self.batch_step == 0
+                    else IntDistribution(choices[0], choices[-1], step=self.batch_step)
+                )
+            elif name in INT_KNOBS:
+                out[name] = IntDistribution(*getattr(self, name))
+            else:
+                out[name] = CategoricalDistribution(list(getattr(self, name)))
+        return out
+
+    def config_of(self, params: dict[str, Any]) -> LoaderConfig:
+        """The configuration that Optuna parameters ``params`` (as :meth:`suggest` makes
+        them) stand for, the fixed knobs included."""
+        return config_from_params(params, self.fixed())
+
+    def configs(self) -> list[LoaderConfig]:
+        """Every distinct configuration of the space (with 0 workers, prefetch_factor and
+        persistent_workers do not apply, so those collapse into one)."""
+        lo, hi = self.num_workers
+        out: dict[LoaderConfig, None] = {}
+        for workers in range(lo, hi + 1):
+            for batch in self.batch_choices():
+                for pin in self.pin_memory:
+                    if workers == 0:
+                        out.setdefault(LoaderConfig(0, batch, pin), None)
+                        continue
+                    for prefetch in range(self.prefetch_factor[0], self.prefetch_factor[1] + 1):
+                        for persistent in self.persistent_workers:
+                            config = LoaderConfig(workers, batch, pin, prefetch, persistent)
+                            out.setdefault(config, None)
+        return list(out)
+
     def params_of(self, config: LoaderConfig) -> dict[str, Any]:
         """The Optuna parameters :meth:`suggest` would produce for ``config`` (for
         ``enqueue_trial``): fixed knobs and conditional knobs without workers are left out."""
@@ -318,6 +363,15 @@ class SearchSpace:
             params["persistent_workers"] = config.persistent_workers
             params["start_method"] = config.start_method
         return {k: v for k, v in params.items() if k not in fixed}
+
+
+def config_from_params(params: dict[str, Any], fixed: dict[str, Any]) -> LoaderConfig:
+    """The configuration of a trial's parameters plus the space's fixed knobs."""
+    data = {**fixed, **params}
+    if data.get("num_workers", 0) == 0:
+        data.pop("prefetch_factor", None)
+        data["persistent_workers"] = False
+    return LoaderConfig.from_dict(data)
 
 
 def _powers_of_two(lo: int, hi: int) -> bool:

@@ -14,8 +14,9 @@ and machine (COMPLETE and PRUNED trials in the storage).
 
 Study user attributes (what a resume or a worker needs, and what the report shows):
 ``spec`` (workload, plan, space), ``trials`` (the total), ``workload_description``,
-``hardware`` (creator's fingerprint), ``vram_cap``, ``pruner``, ``probe``, ``baselines``,
-``confirmation``, ``emulated``, ``skipped_samples`` (what ``--skip-bad-samples`` left out).
+``hardware`` (creator's fingerprint), ``vram_cap``, ``pruner``, ``sampler``, ``probe``,
+``baselines``, ``confirmation``, ``emulated``, ``skipped_samples`` (what
+``--skip-bad-samples`` left out).
 """
 
 from __future__ import annotations
@@ -189,17 +190,16 @@ def make_pruner(name: str, n_windows: int) -> optuna.pruners.BasePruner:
     raise StudyError(f"unknown pruner {name!r}; choose one of {', '.join(PRUNERS)}.")
 
 
-def make_sampler(seed: int | None) -> optuna.samplers.BaseSampler:
-    """Multivariate TPE with grouped conditional parameters (prefetch_factor and
-    persistent_workers exist only with workers); constraints from ``trial.set_constraint``
-    rank infeasible trials below feasible ones."""
-    import optuna
+def make_sampler(
+    name: str, space: SearchSpace, seed: int | None, *, gpu: bool = False
+) -> optuna.samplers.BaseSampler:
+    """The study's sampler over the (probe-bounded) ``space``: strategy ``name`` (default
+    ``structured``, the best of the tabular benchmark), never a configuration the study
+    already holds while others remain, the baselines outside the start-up trials (see
+    :mod:`loadersearch.search.sampler`). ``gpu``: start with pinned memory."""
+    from loadersearch.search.sampler import make_sampler as build
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        return optuna.samplers.TPESampler(
-            seed=seed, multivariate=True, group=True, n_startup_trials=8
-        )
+    return build(name, space, seed=seed, prefer_pin=gpu)
 
 
 def open_study(
@@ -222,7 +222,9 @@ def open_study(
     storage = storage or open_storage(url)
     storage_notes = list(getattr(storage, "warnings", []) or [])
     pruner = make_pruner(settings.pruner, settings.plan.n_windows)
-    sampler = make_sampler(settings.seed)
+    # The sampler needs the space the batch-size probe bounds: run_study sets it after the
+    # probe (nothing is sampled before).
+    sampler = optuna.samplers.RandomSampler(seed=settings.seed)
     existing = {s.study_name for s in storage.get_all_studies()}
     if name in existing:
         study = optuna.load_study(study_name=name, storage=storage, sampler=sampler, pruner=pruner)
@@ -280,6 +282,7 @@ def _initialise(study: optuna.Study, settings: StudySettings, hardware: Hardware
         "hardware": hardware.to_dict(),
         "vram_cap": settings.workload.vram_cap,
         "pruner": settings.pruner,
+        "sampler": settings.sampler,
         "emulated": settings.workload.emulated,
         "epochs_planned": settings.epochs_planned,
         "confirm_rounds": settings.confirm_rounds,
@@ -377,6 +380,7 @@ def settings_from_study(study: optuna.Study, **changes: Any) -> StudySettings:
         space=SearchSpace.from_dict(spec["space"]),
         study_name=study.study_name,
         pruner=study.user_attrs.get("pruner", PRUNERS[0]),
+        sampler=study.user_attrs.get("sampler", "tpe"),  # older studies used TPE
         epochs_planned=study.user_attrs.get("epochs_planned", 300),
         confirm_rounds=study.user_attrs.get("confirm_rounds", 3),
     )
@@ -515,6 +519,34 @@ def run_study(
     ``create=True`` (``loadersearch run``) creates the study or resumes it after checking that
     its stored spec is ``settings``'; ``create=False`` (a worker) only joins an existing study,
     with the settings :func:`join_study` read from it."""
+    from loadersearch.measure.forkserver import serving
+
+    # One fork server for every measurement of the run (probe, trials, confirmation): each
+    # trial forks a fresh measuring process instead of starting Python and torch again.
+    with serving():
+        return _run_study(
+            settings,
+            create=create,
+            confirm=confirm,
+            measure_fn=measure_fn,
+            progress=progress,
+            hardware=hardware,
+            callbacks=callbacks,
+            on_measured=on_measured,
+        )
+
+
+def _run_study(
+    settings: StudySettings,
+    *,
+    create: bool,
+    confirm: bool,
+    measure_fn: MeasureFn | None,
+    progress: Progress | None,
+    hardware: Hardware | None,
+    callbacks: Sequence[Callable[[optuna.Study, optuna.trial.FrozenTrial], None]],
+    on_measured: MeasuredHook | None,
+) -> RunOutcome:
     import optuna
 
     from loadersearch.hardware import fingerprint
@@ -568,6 +600,9 @@ def run_study(
             study, measured, hardware, measure_fn=measure_fn, progress=progress, store=create
         )
         space = bounded_space(settings.space, probe)
+        study.sampler = make_sampler(settings.sampler, space, settings.seed, gpu=gpu)
+        if create and study.user_attrs.get("sampler") != settings.sampler:
+            study.set_user_attr("sampler", settings.sampler)  # the one workers use
         if settings.baselines:
             enqueue_baselines(study, space, hardware, gpu=gpu, ranks=settings.workload.gpus)
         elif create and "baselines" not in study.user_attrs:

@@ -264,6 +264,21 @@ def check_data(spec: WorkloadSpec) -> Any:
         split=spec.data_split,
         skip_bad_samples=spec.skip_bad_samples,
     )
+def preload_workload(spec: WorkloadSpec) -> None:
+    """Read, once, what every measurement of ``spec`` shares and a fork can inherit: the
+    dataset's label index (:func:`~loadersearch.workload.datasets.dataset.preload_index`).
+    Never the device: this runs in the measurement's fork server, which must not initialise
+    CUDA (a forked child could not use it), so nothing here depends on the device or the
+    image size. ``spec.data`` None (the generated default) is left to the measurement."""
+    from loadersearch.workload.datasets.dataset import preload_index
+
+    if spec.data is not None:
+        preload_index(
+            spec.data,
+            spec.data_format,
+            split=spec.data_split,
+            skip_bad_samples=spec.skip_bad_samples,
+        )
 
 
 def _default_data() -> str:

@@ -20,8 +20,8 @@ import threading
 import time
 
 import psutil
+from procs import measurement_processes  # this script's folder, tests/helpers, is on sys.path
 
-CHILD_MODULE = "loadersearch.measure.child"
 DEADLINE_S = 300
 
 
@@ -71,8 +71,7 @@ class Run:
 
     def measuring(self) -> bool:
         try:
-            children = psutil.Process(self.proc.pid).children(recursive=True)
-            return any(CHILD_MODULE in " ".join(p.cmdline()) for p in children)
+            return bool(measurement_processes(self.proc.pid))
         except psutil.Error:
             return False
 

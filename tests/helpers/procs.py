@@ -7,20 +7,56 @@ import os
 import psutil
 
 CHILD_MODULE = "loadersearch.measure.child"
+SERVER_MODULE = "loadersearch.measure.forkserver"
+SERVER_ENTRY = f"from {SERVER_MODULE} import main"  # in a fork server's (and its forks') cmdline
+
+
+def _cmdline(p: psutil.Process) -> str:
+    try:
+        return " ".join(p.cmdline())
+    except psutil.Error:
+        return ""
 
 
 def measurement_processes(root: int | None = None) -> list[psutil.Process]:
     """The measuring child(ren) under ``root`` (default: this process), each followed by all
-    its descendants (the DataLoader workers)."""
-    procs = []
-    for p in psutil.Process(root or os.getpid()).children(recursive=True):
+    its descendants (the DataLoader workers). A measuring child is a process a fork server
+    forked (the server itself, idle between measurements, is not one) or one started as
+    ``python -m loadersearch.measure.child``."""
+    children = []
+    for server in fork_servers(root):
         try:
-            if CHILD_MODULE in " ".join(p.cmdline()):
-                procs.append(p)
-                procs.extend(p.children(recursive=True))
+            children.extend(server.children())
+        except psutil.Error:
+            pass
+    for p in psutil.Process(root or os.getpid()).children(recursive=True):
+        if CHILD_MODULE in _cmdline(p) and SERVER_ENTRY not in _cmdline(p):
+            children.append(p)
+    procs = []
+    for p in children:
+        procs.append(p)
+        try:
+            procs.extend(p.children(recursive=True))
         except psutil.Error:
             pass
     return procs
+
+
+def fork_servers(root: int | None = None) -> list[psutil.Process]:
+    """The fork servers under ``root`` (default: this process)."""
+    return [
+        p
+        for p in psutil.Process(root or os.getpid()).children(recursive=True)
+        if SERVER_ENTRY in _cmdline(p)
+        and not any(SERVER_ENTRY in _cmdline(a) for a in _parents(p))
+    ]
+
+
+def _parents(p: psutil.Process) -> list[psutil.Process]:
+    try:
+        return p.parents()
+    except psutil.Error:
+        return []
 
 
 def alive(pids: list[int]) -> list[int]:

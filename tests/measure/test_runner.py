@@ -114,7 +114,7 @@ def test_worker_killed_mid_epoch_is_classified(tiny_dataset):
     pids: list[int] = []
 
     def kill_a_worker(procs):
-        child = next(p for p in procs if "loadersearch.measure.child" in " ".join(p.cmdline()))
+        child = procs[0]  # the measuring child, then its workers
         workers = child.children()
         assert workers, "the measuring child should have DataLoader workers"
         os.kill(workers[0].pid, signal.SIGKILL)
@@ -176,9 +176,12 @@ def test_child_killed_by_sigkill_is_reported_as_killed(tiny_dataset, quick_plan)
         os.kill(procs[0].pid, signal.SIGKILL)
         return True
 
+    # Persistent workers live from the first window to the end of the measurement: the child
+    # does not wait for on_window, and non-persistent workers may already have ended with
+    # their short epoch when the processes are listed.
     result = measure(
         _spec(tiny_dataset, "emulated", emulated_ms=(50.0, 0.0)),
-        LoaderConfig(num_workers=2, batch_size=2),
+        LoaderConfig(num_workers=2, batch_size=2, persistent_workers=True),
         quick_plan,
         on_window=_collect_pids(pids, then=kill_the_child),
     )
@@ -192,7 +195,7 @@ def test_pruning_from_on_window_kills_the_child_and_its_workers(tiny_dataset, qu
     pids: list[int] = []
     result = measure(
         _spec(tiny_dataset, "emulated", emulated_ms=(30.0, 0.0)),
-        LoaderConfig(num_workers=2, batch_size=2),
+        LoaderConfig(num_workers=2, batch_size=2, persistent_workers=True),  # see above
         quick_plan,
         on_window=_collect_pids(pids, then=lambda procs: False),
     )

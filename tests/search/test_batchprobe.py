@@ -98,7 +98,7 @@ def test_headroom_is_ninety_percent_of_what_the_allocator_may_use() -> None:
 def test_a_batch_that_runs_but_leaves_no_headroom_does_not_fit() -> None:
     # 1 GiB outside the allocator, 0.1 GiB of tensors per image: 7 GiB for the allocator under
     # an 8 GiB cap, 6.3 GiB with headroom: batch 63 at most; the grid is 16, 32, 48, 64.
-    def measure(workload, config, plan, *, on_window=None) -> MeasureResult:
+    def measure(workload, config, plan, *, on_window=None, on_ready=None) -> MeasureResult:
         assert plan == PROBE_PLAN
         return MeasureResult(
             config=config, status=OK,

@@ -7,7 +7,7 @@ import pytest
 from optuna.trial import TrialState
 from search_helpers import HOST, quick_settings, steady_measure
 
-from loadersearch.config import WorkloadSpec
+from loadersearch.config import MeasurePlan, WorkloadSpec
 from loadersearch.errors import DatasetError, DeviceError, StudyError
 from loadersearch.hardware import Hardware
 from loadersearch.measure.result import (
@@ -18,7 +18,7 @@ from loadersearch.measure.result import (
     MeasureResult,
     Window,
 )
-from loadersearch.search.objective import window_value
+from loadersearch.search.objective import start_weight, window_value
 from loadersearch.search.space import SearchSpace
 from loadersearch.search.study import run_study
 
@@ -30,7 +30,7 @@ def own_lock_dir(tmp_path, monkeypatch) -> None:
 
 
 def _failing(reason: str):
-    def measure(workload, config, plan, *, on_window=None) -> MeasureResult:
+    def measure(workload, config, plan, *, on_window=None, on_ready=None) -> MeasureResult:
         return MeasureResult(config=config, status=ERROR, reason=reason, message="it broke")
 
     return measure
@@ -50,11 +50,17 @@ def test_tool_crashes_are_failed_trials_and_three_in_a_row_stop_the_run(tmp_path
     assert [t.state for t in study.trials] == [TrialState.FAIL] * 3
 
 
-def test_the_pruner_sees_the_window_rate_without_the_epoch_start_cost() -> None:
+def test_the_pruner_counts_the_epoch_start_as_the_full_epoch_objective_does() -> None:
     window = Window(index=0, epoch=0, images=32, seconds=2.0, wait_s=1.0, compute_s=1.0,
                     h2d_s=0.0, start_s=1.0)  # fmt: skip
     assert window.rate == 16.0
-    assert window_value(window) == 32.0
+    assert window_value(window) == 32.0  # the start left out
+    # 8 steps of 16 images in a short epoch, 512 in a full one: a quarter of the start.
+    weight = start_weight(MeasurePlan(steps=8), 16, 512)
+    assert weight == 0.25
+    assert window_value(window, weight) == 32 / 1.25
+    assert start_weight(MeasurePlan(steps=8), 16, 0) == 0.0  # unknown full epoch
+    assert start_weight(MeasurePlan(steps=8), 64, 256) == 1.0  # at most one start
 
 
 def test_a_repeated_configuration_reuses_the_measurement_instead_of_measuring_again(
@@ -64,7 +70,7 @@ def test_a_repeated_configuration_reuses_the_measurement_instead_of_measuring_ag
 
     calls = []
 
-    def measure(workload, config, plan, *, on_window=None) -> MeasureResult:
+    def measure(workload, config, plan, *, on_window=None, on_ready=None) -> MeasureResult:
         calls.append(config)
         window = Window(index=0, epoch=0, images=16, seconds=0.1, wait_s=0.0, compute_s=0.1,
                         h2d_s=0.0)  # fmt: skip
@@ -100,7 +106,7 @@ def test_a_cuda_study_measures_on_cuda_explicitly_and_stops_when_the_child_sees_
 
     seen = []
 
-    def measure(workload, config, plan, *, on_window=None) -> MeasureResult:
+    def measure(workload, config, plan, *, on_window=None, on_ready=None) -> MeasureResult:
         seen.append(workload.device)
         return MeasureResult(
             config=config, status=ERROR, reason=NO_DEVICE,
@@ -127,7 +133,7 @@ def test_a_study_stored_before_the_start_method_knob_resumes(tmp_path) -> None:
 
     import optuna
 
-    def measure(workload, config, plan, *, on_window=None) -> MeasureResult:
+    def measure(workload, config, plan, *, on_window=None, on_ready=None) -> MeasureResult:
         return MeasureResult(config=config, status="ok", objective=1.0, steady_rate=1.0)
 
     settings = quick_settings(tmp_path, trials=1)

@@ -71,6 +71,18 @@ def test_baselines_come_first_with_their_names(emulated_study: EmulatedStudy) ->
     assert sum(1 for t in study.trials if t.user_attrs.get("baseline")) == 3
 
 
+def test_no_trial_of_the_run_repeats_a_configuration(emulated_study: EmulatedStudy) -> None:
+    study = _load(emulated_study)
+    trials = study.get_trials(states=(TrialState.COMPLETE, TrialState.PRUNED))
+    configs = [t.user_attrs["config"] for t in trials]
+    assert len(set(configs)) == len(configs) == 8
+    assert not [t.number for t in trials if "repeat_of" in t.user_attrs]
+    searched = [t for t in trials if not t.user_attrs.get("baseline")]
+    proposers = {t.user_attrs["proposed_by"] for t in searched}
+    assert proposers <= {"structured", "random (repeat avoided)"}
+    assert study.user_attrs["sampler"] == "structured"
+
+
 def test_slow_trials_are_pruned_after_the_pruner_saw_enough_windows(
     emulated_study: EmulatedStudy,
 ) -> None:

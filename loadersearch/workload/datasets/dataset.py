@@ -14,7 +14,7 @@ from torch.utils.data import Dataset, default_collate, get_worker_info
 from loadersearch.errors import DatasetError
 from loadersearch.workload import augment as aug
 from loadersearch.workload.datasets.decode import SampleError, decode
-from loadersearch.workload.datasets.index import read_index
+from loadersearch.workload.datasets.index import DatasetIndex, read_index
 
 log = logging.getLogger(__name__)
 
@@ -143,6 +143,7 @@ class DetectionDataset(Dataset):
             f"mosaic={self.mosaic}, skipped={self.skipped})"
         )
 
+
 def open_dataset(
     root: str | os.PathLike,
     fmt: str | None = None,
@@ -157,9 +158,13 @@ def open_dataset(
     """Read a dataset's labels (all of them, checked) and return a :class:`DetectionDataset`.
 
     ``fmt`` is ``"yolo"``, ``"voc"``, ``"coco"`` or None to detect it. See the module
-    docstring for the layouts and for what each kind of bad data gets.
+    docstring for the layouts and for what each kind of bad data gets. An index that
+    :func:`preload_index` read in this process (or in the fork server this process was forked
+    from) is used instead of reading the labels again.
     """
-    index = read_index(root, fmt, split=split, skip_bad_samples=skip_bad_samples)
+    index = _INDEX_CACHE.get(_index_key(root, fmt, split, skip_bad_samples))
+    if index is None:
+        index = read_index(root, fmt, split=split, skip_bad_samples=skip_bad_samples)
     return DetectionDataset(
         index.root,
         index.fmt,
@@ -173,6 +178,30 @@ def open_dataset(
         seed=seed,
         skipped_reasons=index.skipped_reasons,
     )
+
+
+# (root, fmt, split, skip_bad_samples) -> its DatasetIndex; filled by preload_index only
+_INDEX_CACHE: dict[tuple, DatasetIndex] = {}
+
+
+def _index_key(root: str | os.PathLike, fmt: str | None, split: str | None, skip: bool) -> tuple:
+    return (os.path.abspath(root), fmt, split, bool(skip))
+
+
+def preload_index(
+    root: str | os.PathLike,
+    fmt: str | None = None,
+    *,
+    split: str | None = None,
+    skip_bad_samples: bool = False,
+) -> None:
+    """Read the label index of a dataset once, for every :func:`open_dataset` of it later in
+    this process and in processes forked from it (the measurement's fork server). Raises what
+    :func:`open_dataset` would."""
+    key = _index_key(root, fmt, split, skip_bad_samples)
+    if key not in _INDEX_CACHE:
+        _INDEX_CACHE[key] = read_index(root, fmt, split=split, skip_bad_samples=skip_bad_samples)
+
 
 def collate(batch: list[tuple[torch.Tensor, torch.Tensor]]) -> tuple[torch.Tensor, torch.Tensor]:
     """Stack images to uint8 (B, 3, H, W); targets float32 (n, 6) [image index, class, cx, cy,

@@ -1,0 +1,213 @@
+"""Replay search methods against the table: the real study machinery (sampler, pruner,
+objective, baselines, confirmation), with every measurement drawn from the table.
+
+A replayed loadersearch run is what ``loadersearch run`` does after its batch-size probe
+(the space bounded to the batches under the cap): the baselines enqueued first, the sampler
+under test, the Wilcoxon pruner acting on the drawn measurement's windows one by one, the
+objective's bookkeeping, and at the end the interleaved confirmation of the finalists. Random
+search is what a user would run instead: Optuna's RandomSampler over the same space, no
+pruning, no baselines, its best trial as the answer. Budgets count trials, the baselines
+included (``--trials N``).
+
+Each seed runs one study up to the largest budget; the answer at a smaller budget is the
+confirmation of the study as it stood after that many trials (samplers do not know the
+budget, so the trials are those a run with that budget makes). A method's cost is the time
+its measurements took on this machine, as the table recorded it: a pruned trial costs its
+fixed cost, warm-up and the windows it ran.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import statistics
+import time
+import warnings
+import zlib
+from dataclasses import dataclass
+from typing import Any
+
+import optuna
+from optuna.trial import TrialState
+
+from bench_tabular.table import Table, as_result
+from loadersearch.config import LoaderConfig, MeasurePlan, WorkloadSpec
+from loadersearch.hardware import Hardware
+from loadersearch.search.space import SearchSpace
+
+log = logging.getLogger(__name__)
+
+RANDOM_SEARCH = "random search"
+
+
+@dataclass(frozen=True)
+class Method:
+    name: str
+    sampler: str | None  # a loadersearch sampler (search.sampler.SAMPLERS), "tpe-before", None
+    pruner: str = "wilcoxon"
+    baselines: bool = True
+    confirm_rounds: int = 3
+
+
+def loadersearch_methods(samplers: list[str]) -> list[Method]:
+    return [Method(f"loadersearch ({s})", s) for s in samplers]
+
+
+RANDOM = Method(RANDOM_SEARCH, None, pruner="none", baselines=False, confirm_rounds=0)
+
+
+@dataclass
+class Accounting:
+    """The table time a replayed run spent, split into search and confirmation."""
+
+    search_s: float = 0.0
+    confirm_s: float = 0.0
+    confirming: bool = False
+
+    def add(self, seconds: float) -> None:
+        if self.confirming:
+            self.confirm_s += seconds
+        else:
+            self.search_s += seconds
+
+
+def _before_sampler(seed: int) -> optuna.samplers.BaseSampler:
+    """The sampler loadersearch used before issue 12 (for comparison): multivariate TPE,
+    grouped, 8 start-up trials that the baselines use up, no check for repeats."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        return optuna.samplers.TPESampler(
+            seed=seed, multivariate=True, group=True, n_startup_trials=8
+        )
+
+
+def _sampler(method: Method, space: SearchSpace, seed: int) -> optuna.samplers.BaseSampler:
+    from loadersearch.search.sampler import make_sampler
+
+    if method.sampler is None:
+        return optuna.samplers.RandomSampler(seed=seed)
+    if method.sampler == "tpe-before":
+        return _before_sampler(seed)
+    return make_sampler(method.sampler, space, seed=seed)
+
+
+def _finished(study: optuna.Study) -> int:
+    states = (TrialState.COMPLETE, TrialState.PRUNED)
+    return len(study.get_trials(deepcopy=False, states=states))
+
+
+def _answer(study: optuna.Study, objective: Any, method: Method, account: Accounting
+            ) -> LoaderConfig | None:  # fmt: skip
+    from loadersearch.search.confirm import confirm_study, feasible_complete, trial_config
+
+    if method.confirm_rounds:
+        account.confirming = True
+        try:
+            confirmation = confirm_study(study, objective, rounds=method.confirm_rounds)
+        finally:
+            account.confirming = False
+        if confirmation:
+            winner = next(c for c in confirmation["candidates"]
+                          if c["trial"] == confirmation["winner"])  # fmt: skip
+            return LoaderConfig.from_dict(winner["config"])
+    ranked = feasible_complete(study)
+    return trial_config(ranked[0], objective.space.fixed()) if ranked else None
+
+
+def replay_seed(
+    method: Method,
+    table: Table,
+    space: SearchSpace,
+    *,
+    workload: WorkloadSpec,
+    plan: MeasurePlan,
+    hardware: Hardware,
+    seed: int,
+    budgets: list[int],
+) -> list[dict[str, Any]]:
+    """One seed of one method: a row per budget (answer, its true value, costs, trials)."""
+    from loadersearch.search.objective import Objective, TrialCrash
+    from loadersearch.search.study import enqueue_baselines, make_pruner
+
+    rng = random.Random(zlib.crc32(f"{method.name}:{seed}".encode()))
+    account = Accounting()
+
+    def measure_fn(workload_: Any, config: LoaderConfig, plan_: Any, *, on_window=None,
+                   on_ready=None) -> Any:  # fmt: skip
+        result = as_result(config, table.draw(config, rng), dataset_len=table.dataset_len,
+                           on_window=on_window, on_ready=on_ready)  # fmt: skip
+        account.add(result.wall_s)
+        return result
+
+    study = optuna.create_study(
+        storage=optuna.storages.InMemoryStorage(),
+        sampler=_sampler(method, space, seed),
+        pruner=make_pruner(method.pruner, plan.n_windows),
+        direction="maximize",
+    )
+    if method.baselines:
+        enqueue_baselines(study, space, hardware, gpu=False)
+    objective = Objective(space, workload, plan, measure_fn=measure_fn)
+    _, optimum = table.optimum()
+    rows = []
+    t0 = time.perf_counter()
+    for budget in sorted(budgets):
+        while _finished(study) < budget:
+            study.optimize(objective, n_trials=1, catch=(TrialCrash,))
+        search_s = account.search_s
+        answer = _answer(study, objective, method, account)
+        trials = study.get_trials(deepcopy=False)[:budget]
+        rows.append({
+            "method": method.name,
+            "seed": seed,
+            "budget": budget,
+            "answer": answer.label() if answer else None,
+            "quality": table.true_value(answer) / optimum if answer else 0.0,
+            "search_s": search_s,
+            "confirm_s": account.confirm_s,
+            "pruned": sum(t.state == TrialState.PRUNED for t in trials),
+            "repeats": sum("repeat_of" in t.user_attrs for t in trials),
+            "repeats_avoided": sum("repeat_avoided" in t.user_attrs for t in trials),
+            "sampler_s": time.perf_counter() - t0,
+        })  # fmt: skip
+        account.confirm_s = 0.0  # each budget's confirmation is its own
+    return rows
+
+
+def summarise(rows: list[dict[str, Any]], *, order: list[str] | None = None,
+              target: float = 0.97) -> dict[str, Any]:  # fmt: skip
+    """Per method (in ``order``) and budget: median and 10th percentile of the quality, share
+    of seeds at or above ``target``, mean costs; per method: the smallest budget at which 90%
+    of the seeds reach ``target``."""
+    table: dict[str, dict[int, dict[str, Any]]] = {}
+    names = order or list(dict.fromkeys(r["method"] for r in rows))
+    for method in names:
+        by_budget: dict[int, dict[str, Any]] = {}
+        for budget in sorted({r["budget"] for r in rows if r["method"] == method}):
+            sel = [r for r in rows if r["method"] == method and r["budget"] == budget]
+            q = sorted(r["quality"] for r in sel)
+            by_budget[budget] = {
+                "seeds": len(sel),
+                "median": statistics.median(q),
+                "p10": percentile(q, 10),
+                "worst": q[0],
+                "reach": sum(x >= target for x in q) / len(q),
+                "search_s": statistics.mean(r["search_s"] for r in sel),
+                "confirm_s": statistics.mean(r["confirm_s"] for r in sel),
+                "pruned": statistics.mean(r["pruned"] for r in sel),
+                "repeats": statistics.mean(r["repeats"] for r in sel),
+                "repeats_avoided": statistics.mean(r["repeats_avoided"] for r in sel),
+            }
+        reach90 = next((b for b, s in by_budget.items() if s["reach"] >= 0.9), None)
+        table[method] = {"budgets": by_budget, "budget_for_90pct": reach90}
+    return table
+
+
+def percentile(sorted_values: list[float], pct: float) -> float:
+    """The ``pct`` percentile of sorted values, linearly interpolated (numpy's default)."""
+    if not sorted_values:
+        return float("nan")
+    k = (len(sorted_values) - 1) * pct / 100.0
+    lo = int(k)
+    hi = min(lo + 1, len(sorted_values) - 1)
+    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (k - lo)

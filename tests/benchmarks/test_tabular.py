@@ -1,0 +1,86 @@
+"""The tabular benchmark's fast mode runs end to end (measure a tiny table with real
+measurements, replay methods against it), so that the scripts cannot rot; and the replay's
+reading of the table (twins, interpolation, the cap) is what its docstring says."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from bench_tabular.table import Repeat, Table  # noqa: E402
+
+from loadersearch.config import LoaderConfig  # noqa: E402
+
+
+def _run(script: str, *args: str, cwd: Path) -> subprocess.CompletedProcess:
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / script), *args],
+        capture_output=True, text=True, cwd=cwd, timeout=580,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_tabular_smoke_measures_a_table_and_replays_methods_against_it(tmp_path: Path) -> None:
+    table = tmp_path / "table.json.gz"
+    _run("tabular_grid.py", "--smoke", "--repeats", "2", "--io-ms", "1", "--out", str(table),
+         cwd=tmp_path)  # fmt: skip
+    out = tmp_path / "out"
+    proc = _run("tabular_replay.py", "--table", str(table), "--out", str(out), "--seeds", "2",
+                "--max-budget", "10", "--methods", "structured,tpe", "--jobs", "1",
+                cwd=tmp_path)  # fmt: skip
+    text = (out / "tabular-benchmark.md").read_text()
+    assert text.strip() in proc.stdout
+    for method in ("loadersearch (structured)", "loadersearch (tpe)", "random search"):
+        assert f"| {method} |" in text
+    data = json.loads((out / "tabular-benchmark.json").read_text())
+    assert data["landscape"]["points"] == 2 + 1  # w1 with and without persistence, w0
+    assert data["landscape"]["over_cap"] == {"64": ["vram_cap"]}
+    assert len(data["rows"]) == 3 * 2  # methods x seeds at the reported budget 10
+    assert {b for s in data["summary"].values() for b in s["budgets"]} == {"4", "6", "8", "10"}
+    assert all(0 < r["quality"] <= 1.0 + 1e-9 for r in data["rows"])
+    assert (out / "tabular-benchmark.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def _repeat(objective: float, seconds: float = 1.0) -> Repeat:
+    return Repeat("ok", None, objective, 0.01, [(8, seconds, 0.0)] * 4, 0.5, 0.1, 5.0)
+
+
+def _table() -> Table:
+    repeats = {
+        LoaderConfig(0, 8): [_repeat(10.0), _repeat(12.0)],
+        LoaderConfig(2, 8, False, 2, True): [_repeat(40.0), _repeat(44.0)],
+        LoaderConfig(4, 8, False, 2, True): [_repeat(80.0), _repeat(84.0)],
+    }
+    over = [Repeat("infeasible", "vram_cap", 0.0, 0.0, [], 0.0, 0.1, 0.3)]
+    return Table(repeats, workers=[0, 2, 4], prefetch=[2], over_cap={16: over})
+
+
+def test_a_pinned_configuration_is_read_from_its_unpinned_twin() -> None:
+    table = _table()
+    assert table.of(LoaderConfig(2, 8, True, 2, True)) == table.of(
+        LoaderConfig(2, 8, False, 2, True)
+    )
+
+
+def test_worker_counts_between_the_grid_are_interpolated_repeat_by_repeat() -> None:
+    table = _table()
+    between = table.of(LoaderConfig(3, 8, False, 2, True))
+    assert [r.objective for r in between] == [60.0, 64.0]
+    assert table.true_value(LoaderConfig(3, 8, False, 2, True)) == 62.0
+    assert table.optimum() == (LoaderConfig(4, 8, False, 2, True), 82.0)
+
+
+def test_a_batch_over_the_cap_is_infeasible_and_never_the_answer() -> None:
+    table = _table()
+    assert [r.reason for r in table.of(LoaderConfig(2, 16, False, 2, True))] == ["vram_cap"]
+    assert table.true_value(LoaderConfig(2, 16, False, 2, True)) == 0.0

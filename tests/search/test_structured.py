@@ -1,0 +1,98 @@
+"""The structured search: where it starts, how it moves, and that it finds the optimum of
+landscapes of the usual shape in few trials (a pure function of the observations)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from loadersearch.config import LoaderConfig
+from loadersearch.search.sampler import COMPLETE, INFEASIBLE, PRUNED, Observation
+from loadersearch.search.space import SearchSpace
+from loadersearch.search.structured import StructuredStrategy, ladder
+
+SPACE = SearchSpace(num_workers=(0, 32), batch_size=(8, 64), batch_step=0)
+
+
+def peaked(peak: int, *, best_batch: int = 64) -> Callable[[LoaderConfig], float]:
+    """Throughput that rises with workers to ``peak`` and falls after it; ``best_batch`` best;
+    persistent workers and a deeper prefetch help a little."""
+
+    def f(c: LoaderConfig) -> float:
+        w = c.num_workers
+        rate = 100.0 * min(w, peak) / peak + 10.0 - 1.5 * max(0, w - peak)
+        rate *= 1.0 - 0.03 * abs(SPACE.batch_choices().index(c.batch_size)
+                                 - SPACE.batch_choices().index(best_batch))  # fmt: skip
+        if w:
+            rate *= 1.02 if c.persistent_workers else 1.0
+            rate *= 1.0 + 0.005 * min(c.prefetch_factor, 4)
+        return rate
+
+    return f
+
+
+def search(strategy: StructuredStrategy, f: Callable[[LoaderConfig], float], n: int,
+           observed: list[Observation] | None = None) -> list[Observation]:  # fmt: skip
+    observed = list(observed or [])
+    for _ in range(n):
+        config = strategy.next_config(observed)
+        observed.append(Observation(len(observed), config, COMPLETE, f(config), False))
+    return observed
+
+
+def test_ladder_is_the_ends_and_the_powers_of_two() -> None:
+    assert ladder(list(range(0, 33))) == [0, 1, 2, 4, 8, 16, 32]
+    assert ladder(list(range(2, 13))) == [2, 4, 8, 12]
+    assert ladder([8, 16, 24, 32, 40]) == [8, 16, 32, 40]
+
+
+def test_the_search_starts_mid_ladder_at_the_largest_batch_with_persistent_workers() -> None:
+    assert StructuredStrategy(SPACE).next_config([]) == LoaderConfig(4, 64, False, 2, True)
+    two_cores = SearchSpace(num_workers=(0, 4), batch_size=(8, 32), batch_step=8)
+    assert StructuredStrategy(two_cores, prefer_pin=True).next_config([]) == LoaderConfig(
+        2, 32, True, 2, True
+    )
+
+
+def test_workers_are_searched_first_up_the_ladder_while_it_improves() -> None:
+    strategy = StructuredStrategy(SPACE)
+    seen = [o.config.num_workers for o in search(strategy, peaked(16), 4)]
+    assert seen == [4, 8, 16, 32]
+
+
+@pytest.mark.parametrize("peak", [1, 3, 6, 12, 24])
+@pytest.mark.parametrize("best_batch", [64, 32])
+def test_the_optimum_of_a_peaked_landscape_is_found_in_14_trials(peak: int, best_batch: int
+                                                                 ) -> None:  # fmt: skip
+    f = peaked(peak, best_batch=best_batch)
+    optimum = max(f(c) for c in SPACE.configs())
+    found = max(o.value for o in search(StructuredStrategy(SPACE), f, 14))
+    assert found >= 0.97 * optimum
+
+
+def test_it_is_a_pure_function_of_the_observations() -> None:
+    observed = search(StructuredStrategy(SPACE), peaked(6), 7)
+    again = StructuredStrategy(SPACE)
+    assert again.next_config(observed) == StructuredStrategy(SPACE).next_config(observed)
+    assert again.next_config(observed) not in {o.config for o in observed}
+
+
+def test_pruned_and_infeasible_trials_are_never_the_incumbent() -> None:
+    strategy = StructuredStrategy(SPACE)
+    start = strategy.next_config([])
+    observed = [
+        Observation(0, start, PRUNED, 500.0, False),
+        Observation(1, LoaderConfig(8, 64, False, 2, True), INFEASIBLE, None, False),
+        Observation(2, LoaderConfig(0, 16), COMPLETE, 50.0, True),  # a baseline
+    ]
+    # The baseline is the only measured configuration: the moves are around it.
+    following = strategy.next_config(observed)
+    assert following.batch_size == 16 or following.num_workers in (1, 0)
+
+
+def test_every_configuration_is_proposed_before_any_repeats() -> None:
+    small = SearchSpace(num_workers=(0, 2), batch_size=(8, 16), batch_step=8,
+                        prefetch_factor=(1, 2), pin_memory=(False,))  # fmt: skip
+    observed = search(StructuredStrategy(small), peaked(2, best_batch=16), len(small.configs()))
+    assert len({o.config for o in observed}) == len(small.configs())
