@@ -9,6 +9,11 @@ own, not stdout, which torch or user code may print to):
 * ``{"type": "warmup", "epoch": i, "seconds": s}`` after each unmeasured warm-up epoch;
 * ``{"type": "window", ...}`` one per measurement window (:class:`~..result.Window` fields);
 * then ``{"type": "result", ...}`` or ``{"type": "error", "status", "reason", "message"}``.
+
+Two keys of ``MeasurePlan.extra`` change what is measured (``loadersearch diagnose`` sets them):
+``"resident": true`` feeds the step one batch kept on the device (the ingestion ceiling), and
+``"cold_cache": true`` evicts the dataset's files from the page cache before each measured epoch
+and reports what stayed resident (``page_cache`` in the result).
 """
 
 from __future__ import annotations
@@ -134,6 +139,8 @@ def _measure(out: TextIO, wspec: WorkloadSpec, config: LoaderConfig, plan: Measu
     def on_warmup(epoch: int, seconds: float) -> None:
         _send(out, "warmup", epoch=epoch, seconds=seconds)
 
+    cold = _ColdCache(wspec.data) if plan.extra.get("cold_cache") else None
+
     def on_measuring(measuring: bool) -> None:
         if measuring:
             if memory is not None:
@@ -152,6 +159,8 @@ def _measure(out: TextIO, wspec: WorkloadSpec, config: LoaderConfig, plan: Measu
             on_warmup=on_warmup,
             on_measuring=on_measuring,
             after_first_step=memory.settle if memory is not None else None,
+            resident=bool(plan.extra.get("resident")),
+            before_epoch=cold.evict if cold is not None else None,
         )
     finally:
         probes.stop()
@@ -183,9 +192,40 @@ def _measure(out: TextIO, wspec: WorkloadSpec, config: LoaderConfig, plan: Measu
             cuda_fields["peak_reserved_bytes"] if memory is not None else workload.peak_vram()
         ),
         notes=late_notes,
+        page_cache=cold.summary() if cold is not None else None,
+        steps=[{"t0": e["t0"], "waits": e["waits"]} for e in record.epochs],
         **cuda_fields,
         **probes.summary(),
     )
+
+
+class _ColdCache:
+    """Evicts the dataset's files from the page cache before each measured epoch and keeps
+    what ``mincore`` said was still resident right after each eviction."""
+
+    def __init__(self, root: str | None) -> None:
+        from loadersearch.measure.pagecache import dataset_files
+
+        self.files = dataset_files(root) if root and os.path.isdir(root) else []
+        self.after: list[dict[str, Any]] = []
+
+    def evict(self, epoch: int) -> None:
+        from loadersearch.measure.pagecache import evict, residency
+
+        evict(self.files)
+        self.after.append(residency(self.files).to_dict())
+
+    def summary(self) -> dict[str, Any]:
+        fractions = [a["fraction"] for a in self.after]
+        checked = bool(self.after) and all(f is not None for f in fractions)
+        return {
+            "files": len(self.files),
+            "bytes": self.after[0]["bytes"] if self.after else 0,
+            "evictions": len(self.after),
+            "checked": checked,
+            # the worst epoch: how much of the dataset was still in memory after eviction
+            "resident_after_evict": max(fractions) if checked else None,
+        }
 
 
 def main(argv: list[str] | None = None) -> int:

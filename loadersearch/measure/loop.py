@@ -103,6 +103,27 @@ def make_loader(workload: Any, config: LoaderConfig, sampler: ShortEpochSampler)
     )
 
 
+class _ResidentBatches:
+    """One real batch, drawn from the loader once and kept on the device, handed out as many
+    times per epoch as the loader would give batches: the step fed without any loading."""
+
+    def __init__(self, loader: DataLoader, sampler: ShortEpochSampler, clock: Any, batch: int):
+        self.sampler = sampler
+        self.batch_size = batch
+        it = iter(loader)
+        self.batch = clock.to_device(next(it), False)
+        del it
+        clock.sync()
+        clock.take_h2d()
+
+    def __iter__(self) -> Iterator[Any]:
+        for _ in range(self.sampler.num_samples // self.batch_size):
+            yield self.batch
+
+    def __len__(self) -> int:
+        return self.sampler.num_samples // self.batch_size
+
+
 def move_to_device(batch: Any, device: Any, non_blocking: bool = False) -> Any:
     """``batch`` with every tensor in it on ``device``: tensors nested in tuples, lists, dicts
     and namedtuples, and objects with a ``to`` method (custom batch classes); anything else
@@ -182,12 +203,14 @@ def _run_epoch(
     non_blocking: bool,
     end_window: Callable[[int, _WindowClock, float, float], None] | None,
     after_first_step: Callable[[], None] | None = None,
+    waits: list[float] | None = None,
 ) -> tuple[float, list[float]]:
     """One epoch as a training loop runs it: ``iter(loader)``, then per batch the copy and the
     step. At each window edge the device is synchronised and ``end_window(win, window,
     seconds, h2d)`` is called (measured epochs only). ``after_first_step()`` runs once after the
-    epoch's first step (unmeasured epochs only). Returns the epoch's seconds and each batch's
-    arrival time since ``iter(loader)``."""
+    epoch's first step (unmeasured epochs only). ``waits`` (a list) gets each step's wait for
+    its batch. Returns the epoch's seconds and each batch's arrival time since
+    ``iter(loader)``."""
     clock.sync()
     clock.take_h2d()
     t_iter = time.perf_counter()
@@ -199,6 +222,8 @@ def _run_epoch(
     for batch in it:
         t_got = time.perf_counter()
         window.wait += t_got - t_ask
+        if waits is not None:
+            waits.append(t_got - t_ask)
         arrivals.append(t_got - t_iter)
         if step == 0:
             window.start_s = t_got - t_iter
@@ -239,6 +264,8 @@ def run_loop(
     rank: int = 0,
     world_size: int = 1,
     barrier: Callable[[], None] | None = None,
+    resident: bool = False,
+    before_epoch: Callable[[int], None] | None = None,
 ) -> LoopRecord:
     """Run the warm-up and the measured epochs; ``on_window`` gets each window as it ends.
     ``after_first_step()`` runs once, after the first warm-up step (never in a measured epoch;
@@ -246,7 +273,14 @@ def run_loop(
 
     One rank of several (:mod:`loadersearch.measure.ranks`) passes its ``rank``, the
     ``world_size`` and a ``barrier`` that waits for every rank: its sampler draws its shard of
-    the common epoch order, and every window edge waits for all ranks."""
+    the common epoch order, and every window edge waits for all ranks.
+
+    ``resident`` feeds the step one real batch, taken from the loader once and kept on the
+    device, instead of the loader: the most the step can take (the ingestion ceiling of
+    ``loadersearch diagnose``). ``before_epoch(epoch)`` runs before each measured epoch, outside
+    its timing (a cold measurement evicts the dataset's pages there). Each measured epoch's
+    record also holds ``t0`` (``time.monotonic()`` at its ``iter(loader)``) and ``waits`` (each
+    step's wait for its batch): the per-step timeline."""
     sampler = ShortEpochSampler(
         len(workload.dataset),
         plan.steps * config.batch_size,
@@ -254,9 +288,11 @@ def run_loop(
         rank=rank,
         world_size=world_size,
     )
-    loader = make_loader(workload, config, sampler)
+    loader: Any = make_loader(workload, config, sampler)
     clock = _Clock(workload.device, workload.cuda, barrier)
     non_blocking = bool(config.pin_memory and workload.cuda)
+    if resident:
+        loader = _ResidentBatches(loader, sampler, clock, config.batch_size)
     measured_edges = window_edges(plan.steps, plan.windows_per_epoch)
     record = LoopRecord()
     warm_t0 = time.perf_counter()
@@ -286,9 +322,13 @@ def run_loop(
             record.windows.append(window)
             on_window(window)
 
+        if before_epoch is not None:
+            before_epoch(epoch)
+        waits: list[float] = []
+        t0 = time.monotonic()
         seconds, arrivals = _run_epoch(
-            loader, clock, workload.step, measured_edges, non_blocking, end_window
+            loader, clock, workload.step, measured_edges, non_blocking, end_window, waits=waits
         )
-        record.epochs.append({"seconds": seconds, "arrivals": arrivals})
+        record.epochs.append({"seconds": seconds, "arrivals": arrivals, "t0": t0, "waits": waits})
     on_measuring(False)
     return record

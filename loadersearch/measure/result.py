@@ -105,6 +105,12 @@ class MeasureResult:
     # cpu_util_mean), so a report can say when one rank starves; empty for one process.
     ranks: list[dict[str, Any]] = field(default_factory=list)
     wall_s: float = 0.0  # total wall time of the measurement, parent's view
+    # A cold-cache measurement (MeasurePlan.extra "cold_cache"): files, bytes, evictions,
+    # checked (mincore answered), resident_after_evict (worst epoch's fraction still in memory).
+    page_cache: dict[str, Any] | None = None
+    # Per measured epoch: t0 (time.monotonic() at iter(loader)) and waits (each step's wait for
+    # its batch, seconds): the trainer's data-wait timeline.
+    steps: list[dict[str, Any]] | None = None
 
     @property
     def ok(self) -> bool:

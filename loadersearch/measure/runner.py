@@ -71,6 +71,8 @@ _RESULT_FIELDS = (
     "peak_rss_bytes",
     "shm_peak_bytes",
     "nvml",
+    "page_cache",
+    "steps",
 )
 
 _subreaper = False
