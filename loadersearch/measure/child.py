@@ -193,7 +193,9 @@ def _measure(out: TextIO, wspec: WorkloadSpec, config: LoaderConfig, plan: Measu
         ),
         notes=late_notes,
         page_cache=cold.summary() if cold is not None else None,
-        steps=[{"t0": e["t0"], "waits": e["waits"]} for e in record.epochs],
+        steps=[
+            {"t0": e["t0"], "arrivals": e["arrivals"], "waits": e["waits"]} for e in record.epochs
+        ],
         **cuda_fields,
         **probes.summary(),
     )
