@@ -58,8 +58,6 @@ class StudyError(LoaderSearchError):
 class DeviceError(LoaderSearchError):
     """The device a measurement must run on cannot be used (e.g. a CUDA study where this process
     sees no GPU); every trial would fail the same way, so the run stops with the reason."""
-
-
 class NothingFeasibleError(StudyError):
     """Every configuration measured was infeasible here (e.g. over the VRAM cap): the run has
     no answer, and says why in one line (exit 3, as ``bench`` on an infeasible configuration)."""

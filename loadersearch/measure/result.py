@@ -109,8 +109,8 @@ class MeasureResult:
     # checked (mincore answered), resident_after_evict (worst epoch's fraction still in memory).
     page_cache: dict[str, Any] | None = None
     # Per measured epoch: t0 (time.monotonic() at iter(loader)), arrivals (seconds from t0 to
-    # each batch) and waits (each step's wait for
-    # its batch, seconds): the trainer's data-wait timeline.
+    # each batch) and waits (each step's wait for its batch, seconds): the trainer's data-wait
+    # timeline.
     steps: list[dict[str, Any]] | None = None
 
     @property

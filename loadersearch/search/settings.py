@@ -61,7 +61,7 @@ class SpecError(LoaderSearchError):
 # What each value must be. TOML has types of its own, so `trials = "abc"` or `steps = "many"`
 # must be refused by name here rather than fail later inside int() or a comparison.
 _WHOLE, _NUMBER, _TEXT, _FLAG = "a whole number", "a number", "a string", "true or false"
-_PAIR, _SIZE, _RANGE = "two numbers, e.g. [4, 7]", 'a size, e.g. "6GiB"', "a range"
+_PAIR, _SIZE, _RANGE = "two numbers, e.g. [4, 7]", "a size, e.g. \"6GiB\"", "a range"
 _TYPES = {
     "study": {
         "name": _TEXT,
@@ -135,7 +135,7 @@ def _check_types(section: str, table: dict[str, Any], where: str) -> None:
                     )
             elif not isinstance(value, (str, list, bool, int)):
                 raise SpecError(
-                    f'{where}[space] {key} must be {_RANGE} (e.g. "2:12") but got {value!r}.'
+                    f"{where}[space] {key} must be {_RANGE} (e.g. \"2:12\") but got {value!r}."
                 )
 
 
@@ -348,8 +348,6 @@ def resolve_pipeline(from_file: dict[str, Any], given: dict[str, Any]) -> Pipeli
 
     check_refs(pipeline)
     return pipeline
-
-
 # Workload fields that do not change what a trial measures: a resume may change them without
 # splitting the study (e.g. --skip-bad-samples after a run stopped on a bad label).
 NOT_IDENTITY = {"workload": frozenset({"skip_bad_samples"})}

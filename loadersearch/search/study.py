@@ -580,7 +580,9 @@ def _run_study(
             pipeline = settings.workload.pipeline is not None
             progress.notice(PIPELINE_CPU_NOTICE if pipeline else CPU_NOTICE)
         if settings.workload.emulated:
-            progress.notice("EMULATED accelerator: results describe a stand-in device, not a GPU.")
+            progress.notice(
+                "EMULATED accelerator: results describe a stand-in device, not a GPU."
+            )
         if settings.workload.gpus > 1:
             progress.notice(ranks_notice(settings, hardware))
         before = finished_trials(study)

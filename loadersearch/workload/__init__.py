@@ -264,8 +264,6 @@ def check_data(spec: WorkloadSpec) -> Any:
         split=spec.data_split,
         skip_bad_samples=spec.skip_bad_samples,
     )
-
-
 def preload_workload(spec: WorkloadSpec) -> None:
     """Read, once, what every measurement of ``spec`` shares and a fork can inherit: the
     dataset's label index (:func:`~loadersearch.workload.datasets.dataset.preload_index`).

@@ -20,7 +20,6 @@ SKIP_HINT = "fix it, or pass --skip-bad-samples to leave such images out (they a
 # Each reader returns (relative image paths, per-image boxes (n, 5) [class, cx, cy, w, h]
 # normalised float32, class names). Problems go through `problems`; a skipped image is left out.
 
-
 class Problems:
     """Collects label problems: raises on the first one, or records it when skipping."""
 
@@ -35,13 +34,11 @@ class Problems:
         log.warning("skipping %s", msg)
         self.reasons.append(msg)
 
-
 def has_images(d: Path) -> bool:
     try:
         return any(e.name.lower().endswith(IMAGE_EXTS) for e in os.scandir(d))
     except OSError:
         return False
-
 
 def list_images(d: Path) -> list[str]:
     out = []
@@ -51,7 +48,6 @@ def list_images(d: Path) -> list[str]:
             os.path.join(dirpath, f) for f in sorted(filenames) if f.lower().endswith(IMAGE_EXTS)
         )
     return out
-
 
 def pick_split_dir(base: Path, split: str | None, what: str) -> Path:
     if split is not None:
@@ -73,12 +69,10 @@ def pick_split_dir(base: Path, split: str | None, what: str) -> Path:
         else f"No images in {base}: expected files ending in {', '.join(IMAGE_EXTS)}."
     )
 
-
 def xyxy_to_norm(cls, x1, y1, x2, y2, w: float, h: float) -> np.ndarray:
     return np.stack(
         [cls, (x1 + x2) / 2 / w, (y1 + y2) / 2 / h, (x2 - x1) / w, (y2 - y1) / h], axis=-1
     ).astype(np.float32)
-
 
 def image_size(path: Path) -> tuple[int, int]:
     """Displayed (upright) size from the image header, without decoding the pixels."""

@@ -18,7 +18,6 @@ from loadersearch.workload.datasets.index import DatasetIndex, read_index
 
 log = logging.getLogger(__name__)
 
-
 class DetectionDataset(Dataset):
     """Images and boxes for detection training, ``(image, boxes)`` per sample.
 

@@ -37,7 +37,6 @@ class SampleError(BadSampleError):
                 return path, f"{reason} ({where})"
         return "<DataLoader worker>", text.strip().splitlines()[-1]
 
-
 def decode(path: str) -> Image.Image:
     """An upright RGB image, or :class:`SampleError` naming the file and the reason."""
     try:

@@ -16,7 +16,6 @@ def coco_jsons(root: Path) -> list[Path]:
         found.insert(0, root / "annotations.json")
     return found
 
-
 def detect_format(root: str | os.PathLike) -> str:
     """``"yolo"``, ``"voc"`` or ``"coco"`` from a dataset directory's layout.
 

@@ -23,7 +23,6 @@ def _voc_names(root: Path) -> list[str] | None:
             return sorted(found)
     return None
 
-
 def read_voc(root: Path, split: str | None, problems: Problems):
     ann_dir, img_dir = root / "Annotations", root / "JPEGImages"
     images = {os.path.splitext(e.name)[0]: e.name for e in os.scandir(img_dir) if e.is_file()}

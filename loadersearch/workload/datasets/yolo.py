@@ -37,7 +37,6 @@ def _yolo_names(root: Path) -> list[str] | None:
                 return [str(i) for i in range(doc["nc"])]
     return None
 
-
 def _parse_yolo_label(text: str, nc: int | None) -> tuple[np.ndarray | None, int, str]:
     """Boxes (n, 5), or None, the line number and the reason."""
     rows = []
@@ -70,7 +69,6 @@ def _parse_yolo_label(text: str, nc: int | None) -> tuple[np.ndarray | None, int
             return None, lineno, f"zero-size box {' '.join(fields[1:])!r}"
         rows.append(row)
     return np.asarray(rows, np.float32).reshape(-1, 5), 0, ""
-
 
 def read_yolo(root: Path, split: str | None, problems: Problems):
     image_dir = pick_split_dir(root / "images", split, "YOLO images")
