@@ -298,6 +298,9 @@ class WorkloadSpec:
     # 600 + 150*B MiB puts the largest batch under an 8 GiB cap at 50.
     emulated_ms: tuple[float, float] = (4.0, 7.0)
     emulated_mib: tuple[float, float] = (600.0, 150.0)
+    # Emulated storage latency: each sample's fetch first waits this many ms (a sleep, no CPU),
+    # as on network storage or a hard disk; 0 = none. Labelled EMULATED wherever it shows.
+    emulated_io_ms: float = 0.0
     seed: int = 0
     optimizer: str = "sgd"  # train workload: sgd (momentum 0.937, nesterov) | adamw
     # Ranks of a DistributedDataParallel job on this machine, one process per device (NCCL on
@@ -351,6 +354,16 @@ class WorkloadSpec:
                 f"emulated_ms {self.emulated_ms!r} and emulated_mib {self.emulated_mib!r} "
                 "must be finite numbers, not negative (e.g. [4, 7] and [600, 150])."
             )
+        try:
+            io_ms = float(self.emulated_io_ms)
+        except (TypeError, ValueError):
+            io_ms = math.nan
+        if isinstance(self.emulated_io_ms, bool) or not (math.isfinite(io_ms) and io_ms >= 0):
+            raise ValueError(
+                f"emulated_io_ms must be a finite number of milliseconds, not negative (e.g. "
+                f"20), but got {self.emulated_io_ms!r}."
+            )
+        object.__setattr__(self, "emulated_io_ms", io_ms)
         # JSON turns tuples into lists; keep them tuples so specs compare equal after a round trip.
         object.__setattr__(self, "emulated_ms", tuple(float(x) for x in self.emulated_ms))
         object.__setattr__(self, "emulated_mib", tuple(float(x) for x in self.emulated_mib))
@@ -392,6 +405,12 @@ class WorkloadSpec:
     @property
     def emulated(self) -> bool:
         return self.kind == "emulated"
+
+    def storage_label(self) -> str | None:
+        """``"EMULATED storage latency 20 ms/sample"``, or None without one."""
+        if not self.emulated_io_ms:
+            return None
+        return f"EMULATED storage latency {self.emulated_io_ms:g} ms/sample"
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -102,3 +102,17 @@ def test_a_pipeline_survives_the_trip_to_the_child_and_refuses_what_json_cannot_
         PipelineSpec(dataset="mypkg.data:make", model_kwargs={"depth": 18})
     with pytest.raises(ValueError, match="a loss needs a model"):
         PipelineSpec(dataset="mypkg.data:make", loss="torch.nn:L1Loss")
+
+
+@pytest.mark.parametrize("value", [-1, float("nan"), float("inf"), "slow", True])
+def test_an_impossible_storage_latency_is_refused(value) -> None:
+    with pytest.raises(ValueError, match="emulated_io_ms must be a finite number"):
+        WorkloadSpec(emulated_io_ms=value)
+
+
+def test_the_storage_latency_survives_the_trip_and_is_labelled_only_when_set() -> None:
+    spec = WorkloadSpec(kind="loader", emulated_io_ms=20)
+    assert WorkloadSpec.from_dict(json.loads(json.dumps(spec.to_dict()))) == spec
+    assert spec.emulated_io_ms == 20.0
+    assert spec.storage_label() == "EMULATED storage latency 20 ms/sample"
+    assert WorkloadSpec().storage_label() is None

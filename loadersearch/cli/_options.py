@@ -160,6 +160,15 @@ workload_options = _apply(
             f"{_SPEC.emulated_mib[0]:g},{_SPEC.emulated_mib[1]:g}].",
         ),
         click.option(
+            "--emulated-io-ms",
+            type=click.FloatRange(min=0),
+            default=None,
+            metavar="MS",
+            help="Emulated storage latency: each sample's read first waits MS milliseconds "
+            "(a sleep, no CPU), as on network storage or a hard disk, so that many workers "
+            "pay off even on a few cores; results are labelled EMULATED [default: 0, none].",
+        ),
+        click.option(
             "--mosaic/--no-mosaic",
             default=None,
             help="4-image mosaic augmentation (p=0.5) [default: off].",
@@ -247,6 +256,7 @@ WORKLOAD_KEYS = (
     "vram_cap",
     "emulated_ms",
     "emulated_mib",
+    "emulated_io_ms",
     "mosaic",
     "skip_bad_samples",
     "optimizer",

@@ -172,6 +172,8 @@ def render(result, spec: WorkloadSpec, plan: MeasurePlan, console) -> None:  # n
     title = f"loadersearch bench: {r.workload} workload"
     if r.emulated:
         title += " [bold yellow](EMULATED accelerator)[/]"
+    if spec.storage_label():
+        title += f" [bold yellow]({spec.storage_label()})[/]"
     console.print(f"[bold]{title}[/]")
     info = Table.grid(padding=(0, 2))
     info.add_column(style="bold")

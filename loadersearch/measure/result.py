@@ -74,6 +74,7 @@ class MeasureResult:
     device: str = "cpu"  # "cuda:0 (NVIDIA ...)" / "cpu" / "emulated"
     workload: str = "train"
     emulated: bool = False  # results of the emulated accelerator are labelled everywhere
+    emulated_io_ms: float = 0.0  # emulated storage latency per sample read (labelled too)
     windows: list[Window] = field(default_factory=list)
     dataset_images: int = 0  # images in one full epoch of the user's dataset
     img_size: int | None = None  # network input the workload used (resolved from None)

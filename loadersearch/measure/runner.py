@@ -120,6 +120,7 @@ def measure(
         status=ERROR,
         workload=workload.kind,
         emulated=workload.emulated,
+        emulated_io_ms=workload.emulated_io_ms,
         device="emulated" if workload.emulated else "unknown",
     )
     spec = json.dumps(

@@ -159,6 +159,7 @@ def result_attrs(result: MeasureResult) -> dict[str, Any]:
         # allocator retries or OOMs while measuring: ran at its memory limit, slower
         "memory_pressure": bool(result.alloc_retries or result.alloc_ooms),
         "start_method": result.config.start_method,
+        "emulated_io_ms": result.emulated_io_ms,  # EMULATED storage latency, 0 = none
         "gpu_util_mean": r(result.gpu_util_mean, 1),
         "cpu_util_mean": r(result.cpu_util_mean, 1),
         "peak_rss_bytes": result.peak_rss_bytes,

@@ -4,7 +4,8 @@ A spec file (``studies/*.toml``) has up to five tables::
 
     [study]     name, trials, epochs_planned, confirm_rounds, pruner, sampler, seed, description
     [workload]  kind, data, format, img_size, classes, mosaic, device, vram_cap ("6GiB"),
-                emulated_ms = [a, b], emulated_mib = [m0, m1], skip_bad_samples, seed
+                emulated_ms = [a, b], emulated_mib = [m0, m1], emulated_io_ms,
+                skip_bad_samples, seed
     [plan]      epochs, steps, windows_per_epoch, warmup_epochs, timeout_s
     [space]     num_workers = "0:16", batch_size = "8:64:8" | "pow2:8:128",
                 prefetch_factor = "1:8", pin_memory = "both" | true | false, ...
@@ -87,6 +88,7 @@ _TYPES = {
         "vram_cap": _SIZE,
         "emulated_ms": _PAIR,
         "emulated_mib": _PAIR,
+        "emulated_io_ms": _NUMBER,
         "seed": _WHOLE,
         "optimizer": _TEXT,
     },

@@ -131,6 +131,8 @@ def describe_workload(settings: StudySettings, hardware: Hardware) -> str:
             f" (EMULATED accelerator: {w.emulated_ms[0]:g} + {w.emulated_ms[1]:g} ms x batch, "
             f"{w.emulated_mib[0]:g} + {w.emulated_mib[1]:g} MiB x batch)"
         )
+    if w.storage_label():
+        text += f" ({w.storage_label()})"
     if w.vram_cap:
         text += f", VRAM cap {w.vram_cap / 2**30:.3g} GiB"
         if w.gpus > 1:
@@ -284,6 +286,7 @@ def _initialise(study: optuna.Study, settings: StudySettings, hardware: Hardware
         "pruner": settings.pruner,
         "sampler": settings.sampler,
         "emulated": settings.workload.emulated,
+        "emulated_io_ms": settings.workload.emulated_io_ms,  # EMULATED storage latency
         "epochs_planned": settings.epochs_planned,
         "confirm_rounds": settings.confirm_rounds,
         "source": settings.source,
@@ -582,6 +585,11 @@ def _run_study(
         if settings.workload.emulated:
             progress.notice(
                 "EMULATED accelerator: results describe a stand-in device, not a GPU."
+            )
+        if settings.workload.storage_label():
+            progress.notice(
+                f"{settings.workload.storage_label()}: every sample read waits that long (a "
+                "sleep), as on network storage or a hard disk; results describe that storage."
             )
         if settings.workload.gpus > 1:
             progress.notice(ranks_notice(settings, hardware))

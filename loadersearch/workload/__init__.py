@@ -175,7 +175,7 @@ def create_workload(
     import torch
 
     from loadersearch.workload.datasets import open_dataset, worker_init_fn
-    from loadersearch.workload.emulated import EmulatedAccelerator, describe
+    from loadersearch.workload.emulated import EmulatedAccelerator, EmulatedStorage, describe
     from loadersearch.workload.loss import collate_with_layout
 
     device_type = resolve_device(spec.device)
@@ -213,6 +213,12 @@ def create_workload(
         )
         # every YOLOv4-tiny workload: the same data pipeline, target layout included
         collate_fn, init_fn = collate_with_layout, worker_init_fn
+    if spec.emulated_io_ms > 0:  # every sample's fetch waits, as on slow storage
+        dataset = EmulatedStorage(dataset, spec.emulated_io_ms)
+        notes.append(
+            f"{spec.storage_label()}: each sample read waits that long (a sleep, no CPU), as "
+            "on network storage or a hard disk; figures describe that storage, not yours"
+        )
     label = _device_label(device)
     peak_vram: Callable[[], int | None] = Workload.peak_vram  # CUDA: measure.cuda reads it
     if spec.kind == "train" and pipeline is not None:

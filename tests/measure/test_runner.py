@@ -289,3 +289,26 @@ def test_workers_started_by_spawn_are_measured_and_the_method_recorded(tiny_data
     assert result.config.start_method == "spawn" and "spawn" in result.config.label()
     # no CUDA here: the CUDA memory fields stay empty rather than made up
     assert result.peak_allocated_bytes is None and result.cuda_overhead_bytes is None
+
+
+@pytest.mark.parametrize("workers", [0, 4])
+def test_emulated_storage_latency_slows_each_sample_and_workers_overlap_it(
+    tiny_dataset, quick_plan, workers
+):
+    io_ms = 100.0  # far above the decode of a 64 px sample here (a few ms)
+    config = LoaderConfig(num_workers=workers, batch_size=2)
+    result = measure(_spec(tiny_dataset, emulated_io_ms=io_ms), config, quick_plan)
+
+    assert result.status == OK, result.message
+    assert result.emulated_io_ms == io_ms
+    assert any("EMULATED storage latency 100 ms/sample" in n for n in result.notes)
+    serial_limit = 1000.0 / io_ms  # img/s when every sample's wait is paid in turn
+    if workers == 0:
+        # Every image's wait is paid inside the timed loop: no window can be faster.
+        for w in result.windows:
+            assert w.seconds >= w.images * io_ms / 1000.0
+        assert result.steady_rate <= serial_limit
+    else:
+        # 4 workers wait side by side (a sleep takes no CPU): well past one at a time.
+        assert result.steady_rate > 1.5 * serial_limit
+    assert measurement_processes() == []
