@@ -22,6 +22,9 @@ WORKLOADS = ("train", "loader", "emulated")
 DEVICES = ("auto", "cuda", "cpu")
 OPTIMIZERS = ("sgd", "adamw")
 FORMATS = ("yolo", "voc", "coco")  # dataset layouts
+# none: read and decode every file per sample; ram: the encoded files held in shared memory;
+# memmap: pre-decoded, pre-resized pixels in a memory-mapped file (workload/cache.py)
+CACHES = ("none", "ram", "memmap")
 PRUNERS = ("wilcoxon", "median", "none")
 SAMPLERS = ("structured", "tpe", "gp", "random")  # the first is the default (tabular benchmark)
 DEFAULT_PREFETCH = 2  # PyTorch's prefetch_factor when workers are used and none is given
@@ -309,6 +312,13 @@ class WorkloadSpec:
     # Your own dataset (and model and step) instead of YOLOv4-tiny on a detection dataset;
     # ``kind`` still applies: train (your step), loader, emulated (your data, a stand-in device).
     pipeline: PipelineSpec | None = None
+    # The built-in dataset's cache (the article's remedies for a slow data side): none | ram
+    # (encoded files in shared memory; decode per sample) | memmap (decoded once, resized to
+    # fit img_size, memory-mapped; augmentation per sample). See workload/cache.py.
+    cache: str = "none"
+    # Where a memmap cache is kept; None = $LOADERSEARCH_CACHE_DIR, $XDG_CACHE_HOME/loadersearch
+    # or ~/.cache/loadersearch. Not part of what is measured (a resume may move it).
+    cache_dir: str | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.pipeline, dict):  # from JSON (the child, a stored study)
@@ -332,6 +342,8 @@ class WorkloadSpec:
             raise ValueError(
                 f"Unknown dataset format {self.data_format!r}; choose one of {', '.join(FORMATS)}."
             )
+        if self.cache not in CACHES:
+            raise ValueError(f"Unknown cache {self.cache!r}; choose one of {', '.join(CACHES)}.")
         if self.optimizer not in OPTIMIZERS:
             raise ValueError(
                 f"Unknown optimizer {self.optimizer!r}; choose one of {', '.join(OPTIMIZERS)}."
@@ -378,6 +390,8 @@ class WorkloadSpec:
             "img_size": self.img_size,
             "mosaic": self.mosaic or None,
             "skip_bad_samples": self.skip_bad_samples or None,
+            "cache": None if self.cache == "none" else self.cache,
+            "cache_dir": self.cache_dir,
         }
         given = [name for name, value in builtin.items() if value is not None]
         if given:

@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 from loadersearch.config import (
+    CACHES,
     DEVICES,
     FORMATS,
     OPTIMIZERS,
@@ -180,6 +181,24 @@ workload_options = _apply(
             help="Leave out unreadable samples (counted) instead of stopping.",
         ),
         click.option(
+            "--cache",
+            type=click.Choice(CACHES),
+            default=None,
+            help="Where the built-in dataset's images come from [default: none, each file "
+            "read and decoded per sample]. ram: the encoded files held in shared memory (no "
+            "storage reads; decoding still per sample); memmap: decoded once and resized to "
+            "fit --img-size into a memory-mapped file, built once per dataset and size in "
+            "the cache directory and reused (augmentation still per sample).",
+        ),
+        click.option(
+            "--cache-dir",
+            type=click.Path(file_okay=False),
+            default=None,
+            help="Where memmap caches are kept [default: $LOADERSEARCH_CACHE_DIR, else "
+            "$XDG_CACHE_HOME/loadersearch or ~/.cache/loadersearch; never inside the dataset "
+            "unless given so].",
+        ),
+        click.option(
             "--optimizer",
             type=click.Choice(OPTIMIZERS),
             default=None,
@@ -261,6 +280,8 @@ WORKLOAD_KEYS = (
     "skip_bad_samples",
     "optimizer",
     "gpus",
+    "cache",
+    "cache_dir",
 )
 
 

@@ -132,7 +132,7 @@ def bench(
     from rich.console import Console
 
     from loadersearch.measure import measure
-    from loadersearch.workload import check_data
+    from loadersearch.workload import check_data, prepare_cache
 
     err = Console(stderr=True)
     # The whole dataset, checked before measuring: a bad one is refused here in one line, and
@@ -140,6 +140,9 @@ def bench(
     data = check_data(spec)
     if data.describe():
         err.print(f"note: {data.describe()}", soft_wrap=True, highlight=False)
+    cache = prepare_cache(spec)  # a memmap cache is built here, before the measurement
+    if cache is not None:
+        err.print(f"note: {cache.describe()}", soft_wrap=True, highlight=False)
     if as_json:
         result = measure(spec, config, plan)
     else:

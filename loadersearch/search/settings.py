@@ -5,7 +5,7 @@ A spec file (``studies/*.toml``) has up to five tables::
     [study]     name, trials, epochs_planned, confirm_rounds, pruner, sampler, seed, description
     [workload]  kind, data, format, img_size, classes, mosaic, device, vram_cap ("6GiB"),
                 emulated_ms = [a, b], emulated_mib = [m0, m1], emulated_io_ms,
-                skip_bad_samples, seed
+                skip_bad_samples, seed, cache = "none" | "ram" | "memmap", cache_dir
     [plan]      epochs, steps, windows_per_epoch, warmup_epochs, timeout_s
     [space]     num_workers = "0:16", batch_size = "8:64:8" | "pow2:8:128",
                 prefetch_factor = "1:8", pin_memory = "both" | true | false, ...
@@ -91,6 +91,8 @@ _TYPES = {
         "emulated_io_ms": _NUMBER,
         "seed": _WHOLE,
         "optimizer": _TEXT,
+        "cache": _TEXT,
+        "cache_dir": _TEXT,
     },
     "plan": {
         "epochs": _WHOLE,
@@ -352,7 +354,7 @@ def resolve_pipeline(from_file: dict[str, Any], given: dict[str, Any]) -> Pipeli
     return pipeline
 # Workload fields that do not change what a trial measures: a resume may change them without
 # splitting the study (e.g. --skip-bad-samples after a run stopped on a bad label).
-NOT_IDENTITY = {"workload": frozenset({"skip_bad_samples"})}
+NOT_IDENTITY = {"workload": frozenset({"skip_bad_samples", "cache_dir"})}
 
 
 def foreign_study_problems(study: Any) -> list[str]:

@@ -555,7 +555,7 @@ def _run_study(
     from loadersearch.hardware import fingerprint
     from loadersearch.search.budget import optimize_to_total
     from loadersearch.storage import open_storage, resolve_storage_url, study_lock
-    from loadersearch.workload import check_data
+    from loadersearch.workload import check_data, prepare_cache
 
     hardware = hardware or fingerprint()
     measure_fn = measure_fn or default_measure()
@@ -567,6 +567,11 @@ def _run_study(
     data = check_data(settings.workload)
     if data.describe():
         progress.notice(data.describe())
+    # A memmap cache is built here, once, before any trial (never inside a trial's timeout);
+    # every trial then reuses it. Its cost is stored with the study (the answer shows it).
+    cache = prepare_cache(resolved_workload(settings.workload, hardware))
+    if cache is not None:
+        progress.notice(cache.describe())
     name = study_name_of(settings, hardware)
     storage = open_storage(resolve_storage_url(settings.storage))
 
@@ -600,6 +605,11 @@ def _run_study(
             study.set_user_attr("trials", settings.trials)  # the total workers aim at
         if create and settings.workload.skip_bad_samples:
             study.set_user_attr("skipped_samples", data.to_dict())
+        if cache is not None:
+            caches = dict(study.user_attrs.get("caches") or {})
+            if caches.get(cache.mode) != _cache_record(cache, caches.get(cache.mode)):
+                caches[cache.mode] = _cache_record(cache, caches.get(cache.mode))
+                study.set_user_attr("caches", caches)
         # The child measures on the device this study resolved to (never its own guess).
         measured = dataclasses.replace(
             settings, workload=resolved_workload(settings.workload, hardware)
@@ -657,6 +667,15 @@ def _run_study(
         confirmation=confirmation,
         resumed=resumed,
     )
+
+
+def _cache_record(cache: Any, stored: dict[str, Any] | None) -> dict[str, Any]:
+    """What the study keeps of a cache (study attribute ``caches``, by mode): its size and the
+    one-time build cost, the first measured build kept when a later run reuses the file."""
+    record = {k: v for k, v in cache.to_dict().items() if k not in ("built", "path")}
+    if not cache.built and stored and stored.get("build_s") is not None:
+        record["build_s"] = stored["build_s"]
+    return record
 
 
 def join_study(

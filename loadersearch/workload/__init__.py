@@ -210,7 +210,11 @@ def create_workload(
             skip_bad_samples=spec.skip_bad_samples,
             seed=spec.seed,
             split=spec.data_split,
+            cache=spec.cache,
+            cache_dir=spec.cache_dir,
         )
+        if dataset.cache_info is not None:
+            notes.append(dataset.cache_info.describe())
         # every YOLOv4-tiny workload: the same data pipeline, target layout included
         collate_fn, init_fn = collate_with_layout, worker_init_fn
     if spec.emulated_io_ms > 0:  # every sample's fetch waits, as on slow storage
@@ -270,6 +274,35 @@ def check_data(spec: WorkloadSpec) -> Any:
         split=spec.data_split,
         skip_bad_samples=spec.skip_bad_samples,
     )
+def prepare_cache(spec: WorkloadSpec) -> Any:
+    """Before anything is measured (no torch): build the memmap cache of ``spec``'s dataset at
+    its image size when it is missing or stale, or check that a RAM cache fits in memory. A
+    :class:`~loadersearch.workload.cache.CacheInfo` (where, how big, the build time), or None
+    without a cache. ``spec.device`` should be resolved (``auto`` is taken as CUDA when torch
+    sees it), since the train workload's image size depends on it."""
+    if spec.cache == "none" or spec.pipeline is not None:
+        return None
+    from loadersearch.workload import cache
+    from loadersearch.workload.datasets import read_index
+
+    root = spec.data if spec.data is not None else _default_data()
+    index = read_index(
+        root, spec.data_format, split=spec.data_split, skip_bad_samples=spec.skip_bad_samples
+    )
+    device = spec.device
+    if device == "auto":
+        device = "cuda" if spec.kind == "train" and cuda_available() else "cpu"
+    return cache.prepare_cache(
+        spec.cache,
+        index.root,
+        index.paths,
+        resolve_img_size(spec.kind, device, spec.img_size),
+        spec.cache_dir,
+        cache.cache_key(index.fmt, spec.data_split, spec.skip_bad_samples),
+        spec.skip_bad_samples,
+    )
+
+
 def preload_workload(spec: WorkloadSpec) -> None:
     """Read, once, what every measurement of ``spec`` shares and a fork can inherit: the
     dataset's label index (:func:`~loadersearch.workload.datasets.dataset.preload_index`).
