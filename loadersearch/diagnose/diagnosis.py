@@ -32,6 +32,7 @@ from typing import Any
 
 from loadersearch.config import LoaderConfig, MeasurePlan, WorkloadSpec
 from loadersearch.diagnose.timeline import Sampler, Timeline
+from loadersearch.errors import LoaderSearchError
 from loadersearch.measure import MeasureResult, measure, pagecache
 
 logger = logging.getLogger(__name__)
@@ -95,6 +96,7 @@ class Remedy:
     rate: float
     base_rate: float
     condition: str  # warm | cold
+    cost: str = ""  # what it costs besides: a cache's build time and size
 
     @property
     def gain(self) -> float:
@@ -315,11 +317,33 @@ def diagnose(
     ``extra_remedies`` are further ``(name, workload)`` pairs to measure as remedies (a cache
     mode). ``on_phase(text)`` is told what is measured next. Measuring failures do not raise:
     they are in the measurements and the verdict says what could not be told."""
+    from loadersearch.measure.forkserver import serving
+
+    with serving():  # one fork server for every measurement: a cheaper start for each
+        return _diagnose(spec, config, plan, max_workers, target_rate, remedies,
+                         extra_remedies, on_phase, interval)  # fmt: skip
+
+
+def _diagnose(
+    spec: WorkloadSpec,
+    config: LoaderConfig,
+    plan: MeasurePlan,
+    max_workers: int | None,
+    target_rate: float | None,
+    remedies: bool,
+    extra_remedies: list[tuple[str, WorkloadSpec]] | None,
+    on_phase: Callable[[str], None],
+    interval: float,
+) -> Diagnosis:
     t_start = time.monotonic()
     if spec.data is None and spec.pipeline is None:
         from loadersearch.workload.synthetic import default_dataset
 
         spec = dataclasses.replace(spec, data=default_dataset())
+    # An emulated storage latency stands for reads from storage: the bytes in memory (the
+    # ceiling, the warm pipeline, the scaling curve) do not pay it; the cold pipeline does.
+    cold_spec = spec
+    spec = dataclasses.replace(spec, emulated_io_ms=0.0)
     cpus = os.cpu_count() or 1
     if max_workers is None:
         max_workers = min(2 * cpus, 32)
@@ -334,13 +358,14 @@ def diagnose(
     img_size = getattr(runner, "img_size", spec.img_size)
     if spec.pipeline is None and img_size is not None:
         spec = dataclasses.replace(spec, img_size=img_size)  # the same size for every step
+        cold_spec = dataclasses.replace(cold_spec, img_size=img_size)
         runner.spec = spec
     warm = runner.run("warm", "the full pipeline, the dataset in the page cache", config)
     cold = None
     if files:
         cold = runner.run(
             "cold", "the full pipeline, the dataset's pages evicted before each epoch", config,
-            cache="cold",
+            spec=cold_spec, cache="cold",
         )  # fmt: skip
     d = Diagnosis(
         workload=spec.to_dict(),
@@ -358,6 +383,11 @@ def diagnose(
     )
     if cold is not None:
         d.evicted = _check_eviction(d, cold)
+    if cold_spec.emulated_io_ms:
+        d.notes.append(
+            f"{cold_spec.storage_label()} applies to the cold measurement only: the ceiling, "
+            "the warm pipeline and the loader's scaling read the bytes from memory"
+        )
 
     # 4. scaling: the loader alone, 1..N workers (and the configuration's own count)
     loader_spec = _loader_spec(spec, img_size)
@@ -374,7 +404,8 @@ def diagnose(
 
     _verdict(d)
     if remedies and d.verdict in (PREP, FETCH):
-        _remedies(d, runner, spec, config, extra_remedies or [])
+        rspec = cold_spec if d.verdict == FETCH else spec
+        _remedies(d, runner, rspec, config, extra_remedies or [])
     _whatif(d, target_rate)
     _conclude(d)
     d.load_after = os.getloadavg()[0]
@@ -468,16 +499,51 @@ def _remedies(
         )
     if spec.mosaic:
         candidates.append(("no mosaic", config, dataclasses.replace(spec, mosaic=False)))
+    caches = []
+    if spec.pipeline is None and spec.cache == "none":
+        # the memmap cache skips decode and down-scaling (a prep remedy) and reads local pixels;
+        # both caches take the reads off the storage (a fetch remedy)
+        caches = ["memmap"] if d.verdict == PREP else ["ram", "memmap"]
+    for mode in caches:
+        # the cache serves from memory (ram) or a local file: no emulated storage latency
+        cached = dataclasses.replace(spec, cache=mode, emulated_io_ms=0.0)
+        candidates.append((f"{mode} cache", config, cached))
     for name, remedy_spec in extra:
         candidates.append((name, config, remedy_spec))
     for name, cfg, rspec in candidates:
+        cost = ""
+        if rspec.cache != "none":
+            runner.on_phase(f"remedy: {name}: preparing the cache")
+            cost = _prepare_cache(d, rspec)
+            if cost is None:
+                continue
         m = runner.run(
             f"remedy: {name}", f"{name} ({cfg.label()}), {condition} cache", cfg, spec=rspec,
             cache=condition,
         )  # fmt: skip
         d.measurements[m.name] = m
         if m.ok:
-            d.remedies.append(Remedy(name, m.name, m.rate, base.rate, condition))
+            d.remedies.append(Remedy(name, m.name, m.rate, base.rate, condition, cost))
+    d.remedies.sort(key=lambda r: -r.gain)
+
+
+def _prepare_cache(d: Diagnosis, spec: WorkloadSpec) -> str | None:
+    """Build (or reuse) the cache of ``spec`` outside any measurement; its cost in words, or
+    None (with a note) when it cannot be had here."""
+    from loadersearch.workload import prepare_cache
+
+    try:
+        info = prepare_cache(spec)
+    except LoaderSearchError as e:  # no room in RAM or on disk: say so, measure the rest
+        d.notes.append(f"the {spec.cache} cache was not measured: {e}")
+        return None
+    if info is None:
+        return ""
+    size = _bytes(info.bytes)
+    if info.mode == "ram":
+        return f"{size} of shared memory"
+    built = f"built once in {info.build_s:.1f} s" if info.build_s else "built once"
+    return f"{size} on disk, {built}"
 
 
 def _whatif(d: Diagnosis, target_rate: float | None) -> None:
@@ -509,7 +575,9 @@ def _conclude(d: Diagnosis) -> None:
         (p["rate"] for p in d.scaling if p["workers"] == d.config.num_workers), None
     )  # the loader alone at the configuration's worker count
     warm = d.measurements.get("warm")
-    rem = ", ".join(f"{r.name} ({_signed(r.gain)})" for r in d.remedies)
+    rem = ", ".join(
+        f"{r.name} ({_signed(r.gain)}{'; ' + r.cost if r.cost else ''})" for r in d.remedies
+    )
     options = f"options, each measured here: {rem}" if rem else "no remedy measured faster"
     if d.verdict == COMPUTE:
         fed = f"the loader delivers {loader:,.0f} img/s, " if loader else ""
