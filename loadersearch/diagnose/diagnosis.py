@@ -361,6 +361,12 @@ def _diagnose(
         cold_spec = dataclasses.replace(cold_spec, img_size=img_size)
         runner.spec = spec
     warm = runner.run("warm", "the full pipeline, the dataset in the page cache", config)
+    default = LoaderConfig(batch_size=config.batch_size, pin_memory=config.pin_memory)
+    before = None
+    if config != default:  # the picture of what the configuration changed
+        before = runner.run(
+            "default", "PyTorch's loader defaults (0 workers) at the same batch, warm", default
+        )
     cold = None
     if files:
         cold = runner.run(
@@ -379,7 +385,7 @@ def _diagnose(
         dataset_files=len(files),
         dataset_bytes=sum(os.path.getsize(f) for f in files),
         dataset_images=sum(f.lower().endswith(IMAGE_EXTENSIONS) for f in files),
-        measurements={m.name: m for m in (ceiling, warm, cold) if m is not None},
+        measurements={m.name: m for m in (before, ceiling, warm, cold) if m is not None},
     )
     if cold is not None:
         d.evicted = _check_eviction(d, cold)

@@ -191,7 +191,8 @@ def scaling_png(d: Diagnosis, path: str) -> str:
 
 
 def write_outputs(d: Diagnosis, out_dir: str) -> list[str]:
-    """``diagnosis.json``, ``timelines.png``/``.html`` and ``scaling.png`` in ``out_dir``.
+    """``diagnosis.json``, ``timelines.png``/``.html``, ``scaling.png`` and, when the
+    configuration is not PyTorch's default, ``default-vs-config.png`` in ``out_dir``.
     Returns the files written (PNG only when matplotlib is installed, HTML only with plotly)."""
     os.makedirs(out_dir, exist_ok=True)
     written = []
@@ -201,8 +202,12 @@ def write_outputs(d: Diagnosis, out_dir: str) -> list[str]:
     written.append(path)
     shown = [m for m in d.measurements.values() if m.timeline is not None]
     title = f"{d.config.label()} on {d.device}: {d.verdict}"
+    pair = [d.measurements[n] for n in ("default", "warm") if n in d.measurements]
     try:
         written.append(timeline_png(shown, os.path.join(out_dir, "timelines.png"), title))
+        if len(pair) == 2:
+            path = os.path.join(out_dir, "default-vs-config.png")
+            written.append(timeline_png(pair, path, f"PyTorch's defaults vs {d.config.label()}"))
         written.append(scaling_png(d, os.path.join(out_dir, "scaling.png")))
     except ImportError:
         logger.warning("matplotlib is not installed: no PNG pictures")
