@@ -19,8 +19,8 @@ The three are interleaved ``--repeats`` times (2) for every configuration whose 
 short (under ``--repeat-below`` seconds, 20), once for the others (0 and 1 workers: their
 epochs are the emulated sleeps one after the other, the least noisy and the longest), and
 compared by their medians. The error is ``projected / truth - 1`` of the epoch time. Writes a
-Markdown table to ``--out`` (default ``docs/benchmarks/projection.md``) and exits 1 when an
-error of the sized projection is beyond ``--target`` (5%).
+Markdown table to ``--out`` (default ``docs/benchmarks/projection.md``, the figures beside it
+as ``.json``) and exits 1 when an error of the sized projection is beyond ``--target`` (5%).
 
     PYTHONPATH=. .venv/bin/python scripts/check_projection.py            # ~15 min on 2 cores
     PYTHONPATH=. .venv/bin/python scripts/check_projection.py --workers 0,4 --batch-sizes 8
@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import os
 import platform
 import statistics
@@ -52,7 +53,7 @@ def _ints(text: str) -> list[int]:
 def _args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--workers", type=_ints, default=[0, 1, 4, 8, 16, 32])
-    p.add_argument("--batch-sizes", type=_ints, default=[8, 32])
+    p.add_argument("--batch-sizes", type=_ints, default=[8, 16, 32])
     p.add_argument("--io-ms", type=float, default=50.0, help="EMULATED latency per sample read")
     p.add_argument("--images", type=int, default=1024, help="dataset size (one full epoch)")
     p.add_argument("--img-size", type=int, default=64, help="network input, pixels")
@@ -166,8 +167,8 @@ def main(argv: list[str] | None = None) -> int:
                 "truth_all": truths,
                 "notes": sorted(notes),
             }
-            row["sized_err"] = row["sized_s"] / truth_s - 1
-            row["fixed_err"] = row["fixed_s"] / truth_s - 1
+            row["sized_err"] = row["sized_s"] / row["truth_s"] - 1
+            row["fixed_err"] = row["fixed_s"] / row["truth_s"] - 1
             rows.append(row)
             print(
                 f"{row['config']:>10}: truth {row['truth_s']:7.2f} s ({truth_images} img, "
@@ -183,6 +184,8 @@ def main(argv: list[str] | None = None) -> int:
     text = _table(args, rows, sized_plan, started, load_start, os.getloadavg(), minutes, worst)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(text)
+    meta = {"args": {k: str(v) for k, v in vars(args).items()}, "plan": sized_plan.to_dict()}
+    args.out.with_suffix(".json").write_text(json.dumps({**meta, "rows": rows}, indent=1) + "\n")
     print(f"\nworst |error| {worst:.1%} (target {args.target:.0%}): {'PASS' if ok else 'FAIL'}")
     print(f"table written to {args.out}")
     return 0 if ok else 1
