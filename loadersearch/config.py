@@ -437,7 +437,8 @@ class WorkloadSpec:
 
 @dataclass(frozen=True)
 class MeasurePlan:
-    """How long one measurement runs: warm-up, then ``epochs`` short epochs of ``steps``."""
+    """How long one measurement runs: warm-up, then ``epochs`` short epochs of ``steps``, or
+    more for a configuration with many batches in flight (:meth:`sized_steps`)."""
 
     # Defaults: 4 warm-up + 3 x 8 measured steps, about 10 s on a 2-core CPU for the train
     # workload at 128 px, batch 16 (process start and imports ~3.5 s of it, not measured).
@@ -448,6 +449,14 @@ class MeasurePlan:
     warmup_steps: int | None = 4  # steps per warm-up epoch; None = ``steps``
     timeout_s: float = 300.0  # wall-clock limit for the whole child, start-up included
     stall_s: float = 120.0  # after start-up, no window for this long = a hang (TIMEOUT)
+    # Sized to the configuration (sized_steps): a measured epoch of a configuration with
+    # workers holds at least in_flight_rounds x the batches its DataLoader keeps in flight
+    # (num_workers x prefetch_factor), plus one batch per worker, so that every worker count
+    # has a steady part to measure; 0 = exactly ``steps`` for every configuration.
+    in_flight_rounds: int = 2
+    # A sized epoch is cut to what fits in this many seconds at the rate of the warm-up epoch
+    # (never below ``steps``); without a warm-up it is not cut.
+    epoch_limit_s: float = 20.0
     extra: dict[str, Any] = field(default_factory=dict)  # reserved for workload-specific knobs
 
     def __post_init__(self) -> None:
@@ -466,6 +475,43 @@ class MeasurePlan:
             raise ValueError(f"timeout_s must be positive but got {self.timeout_s}.")
         if self.stall_s <= 0:
             raise ValueError(f"stall_s must be positive but got {self.stall_s}.")
+        if self.in_flight_rounds < 0:
+            raise ValueError(
+                f"in_flight_rounds cannot be negative but got {self.in_flight_rounds}."
+            )
+        if not self.epoch_limit_s > 0:
+            raise ValueError(f"epoch_limit_s must be positive but got {self.epoch_limit_s}.")
+
+    def sized_steps(self, config: LoaderConfig, full_steps: int = 0) -> int:
+        """Steps of one measured epoch of ``config`` before the time limit: ``steps``, or for
+        ``w`` workers with prefetch factor ``p`` at least ``in_flight_rounds * w * p + w`` (the
+        batches in flight, ``in_flight_rounds`` times over, then one more batch per worker);
+        never more than ``full_steps``, one full epoch of the dataset (when known and above
+        ``steps``). The same for every trial of the same configuration and dataset."""
+        target = self.steps
+        if self.in_flight_rounds and config.num_workers > 0:
+            in_flight = config.num_workers * (config.prefetch_factor or DEFAULT_PREFETCH)
+            target = max(target, self.in_flight_rounds * in_flight + config.num_workers)
+        if full_steps > 0:
+            target = min(target, max(self.steps, full_steps))
+        return target
+
+    def warmup_steps_for(self, config: LoaderConfig, sized: int) -> int:
+        """Steps of a warm-up epoch: ``warmup_steps`` (or ``steps``), and with sizing at least
+        two batches per worker (within ``sized``), so that every worker has started and its
+        rate can bound the measured epochs' length (:attr:`epoch_limit_s`)."""
+        steps = self.warmup_steps or self.steps
+        if self.in_flight_rounds and config.num_workers > 0:
+            steps = max(steps, min(2 * config.num_workers, sized))
+        return steps
+
+    def limited_steps(self, sized: int, warmup_steps: int, warmup_s: float) -> int:
+        """``sized`` cut to what fits in :attr:`epoch_limit_s` at the warm-up's rate
+        (``warmup_steps`` in ``warmup_s``, epoch start included), never below ``steps``."""
+        if warmup_s <= 0 or sized <= self.steps:
+            return sized
+        fits = int(self.epoch_limit_s * warmup_steps / warmup_s)
+        return max(self.steps, min(sized, fits))
 
     @property
     def n_windows(self) -> int:

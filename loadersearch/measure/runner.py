@@ -71,6 +71,7 @@ _RESULT_FIELDS = (
     "peak_rss_bytes",
     "shm_peak_bytes",
     "nvml",
+    "epoch_steps",
     "page_cache",
     "steps",
 )

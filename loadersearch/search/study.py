@@ -321,6 +321,11 @@ def _check_same_spec(study: optuna.Study, settings: StudySettings, url: str) -> 
             old, new = stored.get(part, {}).get(key), wanted[part].get(key)
             if _norm(old) == _norm(new):
                 continue
+            if (part, key, old) == ("plan", "epoch_limit_s", None):  # see _with_defaults
+                if not wanted["plan"].get("in_flight_rounds"):
+                    stored[part][key] = new
+                    changed = True
+                    continue
             if key in NOT_IDENTITY.get(part, ()):
                 stored[part][key] = new
                 changed = True
@@ -349,6 +354,11 @@ def _with_defaults(stored: dict[str, Any]) -> dict[str, Any]:
         except (TypeError, ValueError):
             continue
         out[part] = {**filled, **stored.get(part, {})}
+    plan = stored.get("plan", {})
+    if "plan" in out and "in_flight_rounds" not in plan:
+        # Stored before measurements were sized to the configuration: every epoch had the
+        # plan's steps (in_flight_rounds 0), and the epoch time limit did not apply.
+        out["plan"] = {**out["plan"], "in_flight_rounds": 0, "epoch_limit_s": None}
     return out
 
 
