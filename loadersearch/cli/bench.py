@@ -175,6 +175,8 @@ def render(result, spec: WorkloadSpec, plan: MeasurePlan, console) -> None:  # n
     title = f"loadersearch bench: {r.workload} workload"
     if r.emulated:
         title += " [bold yellow](EMULATED accelerator)[/]"
+    if spec.storage_label():
+        title += f" [bold yellow]({spec.storage_label()})[/]"
     console.print(f"[bold]{title}[/]")
     info = Table.grid(padding=(0, 2))
     info.add_column(style="bold")
@@ -187,10 +189,13 @@ def render(result, spec: WorkloadSpec, plan: MeasurePlan, console) -> None:  # n
         info.add_row("data", f"{spec.data or 'embedded default dataset'}{size}")
     start = f" (workers start by {r.config.start_method})" if r.config.start_method else ""
     info.add_row("config", f"{r.config.label()}{start}   {r.config.snippet()}")
+    steps = r.epoch_steps or plan.steps
+    target = plan.sized_steps(r.config, r.dataset_images // r.config.batch_size)
+    sized = f" (sized to the configuration; --steps {plan.steps})" if steps != plan.steps else ""
     info.add_row(
         "plan",
-        f"{plan.warmup_epochs} warm-up x {plan.warmup_steps or plan.steps} + {plan.epochs} "
-        f"epochs x {plan.steps} steps, "
+        f"{plan.warmup_epochs} warm-up x {plan.warmup_steps_for(r.config, target)} + "
+        f"{plan.epochs} epochs x {steps} steps{sized}, "
         f"{plan.windows_per_epoch} windows/epoch",
     )
     status = "[green]OK[/]" if r.ok else f"[red]{r.status.upper()}[/] ({r.reason}): {r.message}"

@@ -25,6 +25,26 @@ from typing import Any, TextIO
 from loadersearch.config import LoaderConfig, MeasurePlan, WorkloadSpec
 
 
+def sizing_notes(record: Any, plan: MeasurePlan, config: LoaderConfig) -> list[str]:
+    """What the result must say about its measured epochs' length (``record``: the loop's
+    :class:`~loadersearch.measure.loop.LoopRecord`)."""
+    from loadersearch.measure.projection import steady_span
+
+    notes = []
+    if record.steps < record.target_steps:
+        notes.append(
+            f"measured epochs of {record.steps} steps, cut from {record.target_steps} by the "
+            f"epoch time limit ({plan.epoch_limit_s:g} s at the warm-up's rate): the steady "
+            "part may still include the prefetch ramp (raise epoch_limit_s)"
+        )
+    if record.steps > 1 and steady_span(record.steps, config.num_workers) == 0:
+        notes.append(
+            f"{record.steps} steps per epoch are too few to separate the steady rate with "
+            f"{config.num_workers} workers: the rate includes the epoch start (use more steps)"
+        )
+    return notes
+
+
 def _die_with_parent() -> None:
     """Ask Linux to SIGKILL this process if the parent dies (DataLoader workers then notice their
     parent is gone and exit): no orphaned measurement even if the parent is SIGKILLed."""
@@ -80,12 +100,7 @@ def run(out: TextIO, spec_json: str, ranks: int | None = None) -> int:
 def _measure(out: TextIO, wspec: WorkloadSpec, config: LoaderConfig, plan: MeasurePlan) -> None:
     from loadersearch.measure.loop import run_loop
     from loadersearch.measure.probes import Probes
-    from loadersearch.measure.projection import (
-        full_epoch_images,
-        project,
-        steady_span,
-        window_cv,
-    )
+    from loadersearch.measure.projection import full_epoch_images, project, window_cv
     from loadersearch.workload import create_workload
 
     workload = create_workload(wspec, batch_size=config.batch_size)
@@ -163,11 +178,7 @@ def _measure(out: TextIO, wspec: WorkloadSpec, config: LoaderConfig, plan: Measu
             "NVML lists no process with this pid (a container's PID namespace?): the "
             "per-process device memory is unknown; see peak_vram_bytes"
         )
-    if plan.steps > 1 and steady_span(plan.steps, config.num_workers) == 0:
-        late_notes.append(
-            f"{plan.steps} steps per epoch are too few to separate the steady rate with "
-            f"{config.num_workers} workers: the rate includes the epoch start (use more steps)"
-        )
+    late_notes.extend(sizing_notes(record, plan, config))
     seconds = sum(w.seconds for w in windows)
     _send(
         out,
@@ -179,6 +190,7 @@ def _measure(out: TextIO, wspec: WorkloadSpec, config: LoaderConfig, plan: Measu
         window_cv=window_cv([w.rate for w in windows], plan.windows_per_epoch),
         wait_fraction=sum(w.wait_s for w in windows) / seconds if seconds > 0 else 0.0,
         warmup_s=record.warmup_s,
+        epoch_steps=record.steps,
         peak_vram_bytes=(
             cuda_fields["peak_reserved_bytes"] if memory is not None else workload.peak_vram()
         ),

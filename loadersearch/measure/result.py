@@ -48,6 +48,9 @@ class Window:
     compute_s: float  # time spent in the step (device synchronised at window edges)
     h2d_s: float  # host-to-device copy time
     start_s: float = 0.0  # epoch start cost inside this window (iterator creation to 1st batch)
+    # images of the measured epoch this window belongs to (its steps are sized to the
+    # configuration: MeasurePlan.sized_steps); 0 = unknown (plan.steps x batch_size)
+    epoch_images: int = 0
 
     @property
     def rate(self) -> float:
@@ -74,6 +77,7 @@ class MeasureResult:
     device: str = "cpu"  # "cuda:0 (NVIDIA ...)" / "cpu" / "emulated"
     workload: str = "train"
     emulated: bool = False  # results of the emulated accelerator are labelled everywhere
+    emulated_io_ms: float = 0.0  # emulated storage latency per sample read (labelled too)
     windows: list[Window] = field(default_factory=list)
     dataset_images: int = 0  # images in one full epoch of the user's dataset
     img_size: int | None = None  # network input the workload used (resolved from None)
@@ -105,6 +109,7 @@ class MeasureResult:
     # cpu_util_mean), so a report can say when one rank starves; empty for one process.
     ranks: list[dict[str, Any]] = field(default_factory=list)
     wall_s: float = 0.0  # total wall time of the measurement, parent's view
+    epoch_steps: int = 0  # steps of each measured epoch (sized to the configuration)
 
     @property
     def ok(self) -> bool:

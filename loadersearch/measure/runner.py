@@ -71,6 +71,7 @@ _RESULT_FIELDS = (
     "peak_rss_bytes",
     "shm_peak_bytes",
     "nvml",
+    "epoch_steps",
 )
 
 _subreaper = False
@@ -118,6 +119,7 @@ def measure(
         status=ERROR,
         workload=workload.kind,
         emulated=workload.emulated,
+        emulated_io_ms=workload.emulated_io_ms,
         device="emulated" if workload.emulated else "unknown",
     )
     spec = json.dumps(

@@ -116,12 +116,22 @@ def window_value(window: Window, start_weight: float = 0.0) -> float:
     return window.images / (busy + start_weight * window.start_s)
 
 
-def start_weight(plan: MeasurePlan, batch_size: int, full_images: int) -> float:
-    """The share of one epoch start a short measuring epoch carries in the objective:
-    ``steps * batch_size / full_images`` (at most 1; 0 when the full epoch is unknown)."""
+def start_weight(epoch_images: int, full_images: int) -> float:
+    """The share of one epoch start a short measuring epoch of ``epoch_images`` carries in the
+    objective: ``epoch_images / full_images`` (at most 1; 0 when the full epoch is unknown)."""
     if full_images <= 0:
         return 0.0
-    return min(1.0, plan.steps * batch_size / full_images)
+    return min(1.0, epoch_images / full_images)
+
+
+def window_start_weight(
+    window: Window, plan: MeasurePlan, batch_size: int, full_images: int
+) -> float:
+    """:func:`start_weight` of the measured epoch ``window`` belongs to: its own length (sized
+    to the configuration, :meth:`~loadersearch.config.MeasurePlan.sized_steps`), or
+    ``plan.steps`` batches for a window that does not carry it."""
+    epoch_images = window.epoch_images or plan.steps * batch_size
+    return start_weight(epoch_images, full_images)
 
 
 def window_wait(window: Window) -> float:
@@ -159,6 +169,8 @@ def result_attrs(result: MeasureResult) -> dict[str, Any]:
         # allocator retries or OOMs while measuring: ran at its memory limit, slower
         "memory_pressure": bool(result.alloc_retries or result.alloc_ooms),
         "start_method": result.config.start_method,
+        "epoch_steps": result.epoch_steps,  # steps per measured epoch, sized to the config
+        "emulated_io_ms": result.emulated_io_ms,  # EMULATED storage latency, 0 = none
         "gpu_util_mean": r(result.gpu_util_mean, 1),
         "cpu_util_mean": r(result.cpu_util_mean, 1),
         "peak_rss_bytes": result.peak_rss_bytes,
@@ -260,13 +272,14 @@ class Objective:
         if previous is not None:
             return self.repeat(trial, previous)
 
-        weight = [0.0]
+        full = [0]
 
         def on_ready(result: MeasureResult) -> None:
-            weight[0] = start_weight(self.plan, config.batch_size, result.dataset_images)
+            full[0] = result.dataset_images
 
         def on_window(window: Window) -> bool:
-            value = window_value(window, weight[0])
+            weight = window_start_weight(window, self.plan, config.batch_size, full[0])
+            value = window_value(window, weight)
             trial.report(value, window.index)
             self.progress.window(trial.number, window, value)
             if trial.should_prune():

@@ -4,9 +4,10 @@ A spec file (``studies/*.toml``) has up to five tables::
 
     [study]     name, trials, epochs_planned, confirm_rounds, pruner, sampler, seed, description
     [workload]  kind, data, format, img_size, classes, mosaic, device, vram_cap ("6GiB"),
-                emulated_ms = [a, b], emulated_mib = [m0, m1], skip_bad_samples, seed,
-                cache = "none" | "ram" | "memmap", cache_dir
-    [plan]      epochs, steps, windows_per_epoch, warmup_epochs, timeout_s
+                emulated_ms = [a, b], emulated_mib = [m0, m1], emulated_io_ms,
+                skip_bad_samples, seed, cache = "none" | "ram" | "memmap", cache_dir
+    [plan]      epochs, steps, windows_per_epoch, warmup_epochs, timeout_s, in_flight_rounds,
+                epoch_limit_s
     [space]     num_workers = "0:16", batch_size = "8:64:8" | "pow2:8:128",
                 prefetch_factor = "1:8", pin_memory = "both" | true | false, ...
     [space.fix] batch_size = 16, ...
@@ -88,6 +89,7 @@ _TYPES = {
         "vram_cap": _SIZE,
         "emulated_ms": _PAIR,
         "emulated_mib": _PAIR,
+        "emulated_io_ms": _NUMBER,
         "seed": _WHOLE,
         "optimizer": _TEXT,
         "cache": _TEXT,
@@ -101,6 +103,8 @@ _TYPES = {
         "warmup_steps": _WHOLE,
         "timeout_s": _NUMBER,
         "stall_s": _NUMBER,
+        "in_flight_rounds": _WHOLE,
+        "epoch_limit_s": _NUMBER,
     },
 }
 
@@ -432,10 +436,18 @@ def default_plan(*, small: bool) -> MeasurePlan:
     on 2 cores, ~50-100 img/s for the loader at 416 px; less on a busy machine), 2 warm-up
     steps and two short epochs of 4 one-step windows keep a trial to a few seconds and still
     give the pruner 8 paired windows; elsewhere 3 short epochs of 8 steps (MeasurePlan's
-    defaults) cut into 12 windows of 2 steps."""
+    defaults) cut into 12 windows of 2 steps. Either way a configuration with many batches in
+    flight measures longer epochs (MeasurePlan.sized_steps), within 8 s each on the CPU (20 s
+    elsewhere) at its warm-up's rate."""
     if small:
         return MeasurePlan(
-            epochs=2, steps=4, windows_per_epoch=4, warmup_epochs=1, warmup_steps=2, timeout_s=120
+            epochs=2,
+            steps=4,
+            windows_per_epoch=4,
+            warmup_epochs=1,
+            warmup_steps=2,
+            timeout_s=120,
+            epoch_limit_s=8.0,
         )
     return MeasurePlan(epochs=3, steps=8, windows_per_epoch=4, warmup_epochs=1, warmup_steps=4)
 

@@ -133,6 +133,8 @@ def describe_workload(settings: StudySettings, hardware: Hardware) -> str:
             f" (EMULATED accelerator: {w.emulated_ms[0]:g} + {w.emulated_ms[1]:g} ms x batch, "
             f"{w.emulated_mib[0]:g} + {w.emulated_mib[1]:g} MiB x batch)"
         )
+    if w.storage_label():
+        text += f" ({w.storage_label()})"
     if w.vram_cap:
         text += f", VRAM cap {w.vram_cap / 2**30:.3g} GiB"
         if w.gpus > 1:
@@ -293,6 +295,7 @@ def _initialise(study: optuna.Study, settings: StudySettings, hardware: Hardware
         "pruner": settings.pruner,
         "sampler": settings.sampler,
         "emulated": settings.workload.emulated,
+        "emulated_io_ms": settings.workload.emulated_io_ms,  # EMULATED storage latency
         "epochs_planned": settings.epochs_planned,
         "confirm_rounds": settings.confirm_rounds,
         "source": settings.source,
@@ -327,6 +330,11 @@ def _check_same_spec(study: optuna.Study, settings: StudySettings, url: str) -> 
             old, new = stored.get(part, {}).get(key), wanted[part].get(key)
             if _norm(old) == _norm(new):
                 continue
+            if (part, key, old) == ("plan", "epoch_limit_s", None):  # see _with_defaults
+                if not wanted["plan"].get("in_flight_rounds"):
+                    stored[part][key] = new
+                    changed = True
+                    continue
             if key in NOT_IDENTITY.get(part, ()):
                 stored[part][key] = new
                 changed = True
@@ -355,6 +363,11 @@ def _with_defaults(stored: dict[str, Any]) -> dict[str, Any]:
         except (TypeError, ValueError):
             continue
         out[part] = {**filled, **stored.get(part, {})}
+    plan = stored.get("plan", {})
+    if "plan" in out and "in_flight_rounds" not in plan:
+        # Stored before measurements were sized to the configuration: every epoch had the
+        # plan's steps (in_flight_rounds 0), and the epoch time limit did not apply.
+        out["plan"] = {**out["plan"], "in_flight_rounds": 0, "epoch_limit_s": None}
     return out
 
 
@@ -600,6 +613,11 @@ def _run_study(
         if settings.workload.emulated:
             progress.notice(
                 "EMULATED accelerator: results describe a stand-in device, not a GPU."
+            )
+        if settings.workload.storage_label():
+            progress.notice(
+                f"{settings.workload.storage_label()}: every sample read waits that long (a "
+                "sleep), as on network storage or a hard disk; results describe that storage."
             )
         if settings.workload.gpus > 1:
             progress.notice(ranks_notice(settings, hardware))
