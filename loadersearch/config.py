@@ -107,8 +107,14 @@ class LoaderConfig:
     # when 0 workers, and None with workers means DEFAULT_START_METHOD (normalised like
     # prefetch_factor). A field that older studies' configurations lack: they load as the default.
     start_method: str | None = None
+    # none | ram | memmap: where the images come from, when the study searches it
+    # (--search-cache); None = the workload's own cache (WorkloadSpec.cache). Not a DataLoader
+    # argument: the answer names it beside the pasted line.
+    cache: str | None = None
 
     def __post_init__(self) -> None:
+        if self.cache is not None and self.cache not in CACHES:
+            raise ValueError(f"Unknown cache {self.cache!r}; choose one of {', '.join(CACHES)}.")
         if isinstance(self.num_workers, bool) or int(self.num_workers) != self.num_workers:
             raise ValueError(f"num_workers must be an integer but got {self.num_workers!r}.")
         if self.num_workers < 0:
@@ -174,6 +180,8 @@ class LoaderConfig:
                 parts.append("persist")
             if self.start_method != DEFAULT_START_METHOD:
                 parts.append(str(self.start_method))
+        if self.cache not in (None, "none"):
+            parts.append(str(self.cache))
         return " ".join(parts)
 
     def snippet(self, dataset: str = "dataset", sampler: str | None = None) -> str:

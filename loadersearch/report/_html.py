@@ -18,6 +18,7 @@ from loadersearch.report._format import (
     baseline_cells,
     baseline_header,
     best_trial_differs,
+    cache_line,
     cost,
     epoch_time,
     finalist_cells,
@@ -123,6 +124,9 @@ def _answer(summary: Summary) -> str:
     epoch = epoch_time(summary)
     if epoch:
         parts.append(f"<p>{_e(sentence(epoch))}</p>")
+    cached = cache_line(summary)
+    if cached:
+        parts.append(f'<p id="cache">{_e(sentence(cached))}</p>')
     parts.append(
         "<p>Paste into your training code:</p>"
         f'<pre id="paste"><code>{_e(answer_python(summary))}</code></pre>'

@@ -37,6 +37,7 @@ from loadersearch.report._format import (
     baseline_cells,
     baseline_header,
     best_trial_differs,
+    cache_line,
     cost,
     epoch_time,
     finalist_cells,
@@ -135,6 +136,9 @@ def study_note(summary: Summary, importance: Importance) -> str:
     epoch = epoch_time(summary)
     if epoch:
         parts.append(sentence(epoch))
+    cached = cache_line(summary)
+    if cached:
+        parts.append(sentence(cached[:1].upper() + cached[1:]))
     if w.confirmed and not summary.confirmation_current:
         parts.append(
             f"The confirmation covered {summary.confirmed_after} finished trials; the study "

@@ -226,6 +226,16 @@ def record_pruned_against(trial: optuna.Trial) -> None:
     trial.set_user_attr("pruned_against", best.number)
 
 
+def workload_for(workload: WorkloadSpec, config: LoaderConfig) -> WorkloadSpec:
+    """The workload ``config`` is measured on: with its cache when the study searches the
+    cache (``config.cache`` set), else ``workload`` as it is."""
+    if config.cache is None or config.cache == workload.cache:
+        return workload
+    import dataclasses
+
+    return dataclasses.replace(workload, cache=config.cache)
+
+
 class Objective:
     """The objective ``study.optimize`` calls. Holds no state a resume would need: everything
     comes from the space, workload and plan stored in the study."""
@@ -352,7 +362,11 @@ class Objective:
         disturbs no other process's measurement on this host."""
         with measurement_lock():
             result = self.measure_fn(
-                self.workload, config, self.plan, on_window=on_window, on_ready=on_ready
+                workload_for(self.workload, config),
+                config,
+                self.plan,
+                on_window=on_window,
+                on_ready=on_ready,
             )
             if after is not None:
                 after(result)

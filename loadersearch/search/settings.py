@@ -295,6 +295,16 @@ def resolve_settings(
             space = space.with_fixed(knob, value)
     except SpaceError as e:
         raise SpecError(str(e)) from e
+    if space.cache and workload.pipeline is not None:
+        raise SpecError(
+            "the cache search (--search-cache, space cache) applies to the built-in dataset, "
+            "not to your pipeline: your dataset factory reads its own data; drop it."
+        )
+    if space.cache and workload.cache != "none":
+        raise SpecError(
+            f"--cache {workload.cache} fixes the cache and --search-cache (space cache) "
+            "searches it: give one of them (--fix cache=memmap also fixes it)."
+        )
 
     trials = int(study.get("trials", 40))
     if trials < 1:

@@ -116,6 +116,8 @@ def default_study_name(workload: WorkloadSpec, hardware: Hardware) -> str:
         parts.append(f"cpu{hardware.cpu_count}")
     if workload.gpus > 1:
         parts.append(f"ddp{workload.gpus}")
+    if workload.cache != "none":
+        parts.append(workload.cache)
     return "-".join(p for p in parts if p)
 
 
@@ -141,6 +143,10 @@ def describe_workload(settings: StudySettings, hardware: Hardware) -> str:
         text += f"; DistributedDataParallel over {w.gpus} ranks, loader settings per rank"
     if settings.classes:
         text += f", {settings.classes} classes"
+    if w.cache != "none":
+        text += f", {w.cache} cache"
+    if settings.space.cache:
+        text += f"; cache searched: {', '.join(settings.space.cache)}"
     return text
 
 
@@ -259,7 +265,10 @@ def open_study(
 
 
 def study_name_of(settings: StudySettings, hardware: Hardware) -> str:
-    return settings.study_name or default_study_name(settings.workload, hardware)
+    if settings.study_name:
+        return settings.study_name
+    name = default_study_name(settings.workload, hardware)
+    return f"{name}-cachesearch" if settings.space.cache else name
 
 
 def _empty_shell(study: optuna.Study) -> bool:
@@ -579,9 +588,13 @@ def _run_study(
         progress.notice(data.describe())
     # A memmap cache is built here, once, before any trial (never inside a trial's timeout);
     # every trial then reuses it. Its cost is stored with the study (the answer shows it).
-    cache = prepare_cache(resolved_workload(settings.workload, hardware))
-    if cache is not None:
-        progress.notice(cache.describe())
+    caches = []
+    for mode in settings.space.cache or (settings.workload.cache,):
+        resolved = resolved_workload(settings.workload, hardware)
+        cache = prepare_cache(dataclasses.replace(resolved, cache=mode))
+        if cache is not None:
+            progress.notice(cache.describe())
+            caches.append(cache)
     name = study_name_of(settings, hardware)
     storage = open_storage(resolve_storage_url(settings.storage))
 
@@ -615,11 +628,11 @@ def _run_study(
             study.set_user_attr("trials", settings.trials)  # the total workers aim at
         if create and settings.workload.skip_bad_samples:
             study.set_user_attr("skipped_samples", data.to_dict())
-        if cache is not None:
-            caches = dict(study.user_attrs.get("caches") or {})
-            if caches.get(cache.mode) != _cache_record(cache, caches.get(cache.mode)):
-                caches[cache.mode] = _cache_record(cache, caches.get(cache.mode))
-                study.set_user_attr("caches", caches)
+        if caches:
+            stored = dict(study.user_attrs.get("caches") or {})
+            records = {c.mode: _cache_record(c, stored.get(c.mode)) for c in caches}
+            if any(stored.get(mode) != record for mode, record in records.items()):
+                study.set_user_attr("caches", {**stored, **records})
         # The child measures on the device this study resolved to (never its own guess).
         measured = dataclasses.replace(
             settings, workload=resolved_workload(settings.workload, hardware)

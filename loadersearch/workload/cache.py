@@ -136,12 +136,20 @@ def prepare_cache(
     directory: str | os.PathLike | None = None,
     key: str = "",
     skip_bad_samples: bool = False,
+    io_ms: float = 0.0,
 ) -> CacheInfo | None:
     """Before measuring (no torch): build the memmap cache when it is missing or stale, or
-    check that a RAM cache fits in memory. None for ``none``."""
+    check that a RAM cache fits in memory. None for ``none``. ``io_ms``: an emulated storage
+    latency (``--emulated-io-ms``) paid per file a build reads."""
     if mode == "memmap":
         return ensure_memmap(
-            root, paths, img_size, directory=directory, key=key, skip_bad_samples=skip_bad_samples
+            root,
+            paths,
+            img_size,
+            directory=directory,
+            key=key,
+            skip_bad_samples=skip_bad_samples,
+            io_ms=io_ms,
         )
     if mode == "ram":
         return check_ram(root, paths)
@@ -156,15 +164,17 @@ def open_cache(
     directory: str | os.PathLike | None = None,
     key: str = "",
     skip_bad_samples: bool = False,
+    io_ms: float = 0.0,
 ) -> tuple[MemmapImages | RamImages, CacheInfo]:
     """In the measuring process: the images' source for ``mode`` (``ram`` or ``memmap``) and
-    what it costs."""
-    info = prepare_cache(mode, root, paths, img_size, directory, key, skip_bad_samples)
+    what it costs (``io_ms``: as for :func:`prepare_cache`; a RAM cache pays it per file as it
+    fills)."""
+    info = prepare_cache(mode, root, paths, img_size, directory, key, skip_bad_samples, io_ms)
     if info is None:
         raise ValueError(f"no cache to open for mode {mode!r}")
     if mode == "memmap":
         return MemmapImages(info.path), info
-    images = RamImages(root, paths)
+    images = RamImages(root, paths, io_ms)
     return images, dataclasses.replace(info, bytes=images.nbytes)
 
 
@@ -219,6 +229,7 @@ def ensure_memmap(
     directory: str | os.PathLike | None = None,
     key: str = "",
     skip_bad_samples: bool = False,
+    io_ms: float = 0.0,
 ) -> CacheInfo:
     """The memmap cache of these images at ``img_size``: reused when its fingerprint matches
     the dataset as it is now, else built (under a lock; other callers wait and reuse it).
@@ -244,7 +255,7 @@ def ensure_memmap(
             return _info(path, header, built=False)
         if header:
             log.info("the memmap cache %s is stale (dataset or size changed): rebuilding", path)
-        header = _build(path, root, paths, img_size, wanted, skip_bad_samples)
+        header = _build(path, root, paths, img_size, wanted, skip_bad_samples, io_ms)
     return _info(path, header, built=True)
 
 
@@ -267,6 +278,7 @@ def _build(
     img_size: int,
     wanted: str,
     skip_bad_samples: bool,
+    io_ms: float = 0.0,
 ) -> dict[str, Any]:
     from loadersearch.workload.datasets.decode import SampleError, decode
 
@@ -289,6 +301,8 @@ def _build(
             f.seek(offset)
             for i, rel in enumerate(paths):
                 full = os.path.join(root, rel)
+                if io_ms > 0:  # emulated slow storage: each file read once, at this latency
+                    time.sleep(io_ms / 1000.0)
                 try:
                     pixels = _resized(decode(full), img_size)
                 except SampleError:
@@ -413,13 +427,15 @@ class RamImages:
     """Every image's encoded bytes in one shared-memory buffer (a torch uint8 tensor moved to
     shared memory, so DataLoader workers see it whatever their start method)."""
 
-    def __init__(self, root: str, paths: Sequence[str]) -> None:
+    def __init__(self, root: str, paths: Sequence[str], io_ms: float = 0.0) -> None:
         import torch
 
         sizes = []
         blobs = []
         for rel in paths:
             full = os.path.join(root, rel)
+            if io_ms > 0:  # emulated slow storage: each file read once, at this latency
+                time.sleep(io_ms / 1000.0)
             try:
                 with open(full, "rb") as f:
                     blob = f.read()

@@ -183,11 +183,13 @@ def open_dataset(
     split: str | None = None,
     cache: str = "none",
     cache_dir: str | None = None,
+    io_ms: float = 0.0,
 ) -> DetectionDataset:
     """Read a dataset's labels (all of them, checked) and return a :class:`DetectionDataset`.
 
     ``cache`` (``none``, ``ram`` or ``memmap``, see :mod:`loadersearch.workload.cache`) is
     where its images come from; a memmap cache is built first when it is missing or stale.
+    ``io_ms``: an emulated storage latency paid per file read when a cache is filled.
 
     ``fmt`` is ``"yolo"``, ``"voc"``, ``"coco"`` or None to detect it. See the module
     docstring for the layouts and for what each kind of bad data gets. An index that
@@ -213,7 +215,7 @@ def open_dataset(
     if cache != "none":
         key = cache_key(index.fmt, split, skip_bad_samples)
         images, info = open_cache(
-            cache, index.root, index.paths, img_size, cache_dir, key, skip_bad_samples
+            cache, index.root, index.paths, img_size, cache_dir, key, skip_bad_samples, io_ms
         )
         dataset.attach_cache(images, info)
     return dataset
