@@ -340,6 +340,8 @@ def _diagnose(
         from loadersearch.workload.synthetic import default_dataset
 
         spec = dataclasses.replace(spec, data=default_dataset())
+    if config.cache is not None and config.cache != spec.cache:  # a winner found with a cache
+        spec = dataclasses.replace(spec, cache=config.cache)
     # An emulated storage latency stands for reads from storage: the bytes in memory (the
     # ceiling, the warm pipeline, the scaling curve) do not pay it; the cold pipeline does.
     cold_spec = spec
@@ -506,14 +508,12 @@ def _remedies(
     if spec.mosaic:
         candidates.append(("no mosaic", config, dataclasses.replace(spec, mosaic=False)))
     caches = []
-    if spec.pipeline is None and spec.cache == "none":
+    if spec.pipeline is None and spec.cache == "none" and config.cache in (None, "none"):
         # the memmap cache skips decode and down-scaling (a prep remedy) and reads local pixels;
         # both caches take the reads off the storage (a fetch remedy)
         caches = ["memmap"] if d.verdict == PREP else ["ram", "memmap"]
-    for mode in caches:
-        # the cache serves from memory (ram) or a local file: no emulated storage latency
-        cached = dataclasses.replace(spec, cache=mode, emulated_io_ms=0.0)
-        candidates.append((f"{mode} cache", config, cached))
+    for mode in caches:  # an emulated storage latency is paid once, when the cache fills
+        candidates.append((f"{mode} cache", config, dataclasses.replace(spec, cache=mode)))
     for name, remedy_spec in extra:
         candidates.append((name, config, remedy_spec))
     for name, cfg, rspec in candidates:
