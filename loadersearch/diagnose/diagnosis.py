@@ -42,6 +42,8 @@ logger = logging.getLogger(__name__)
 STALL_THRESHOLD = 0.10
 # The scaling curve "stops" at the fewest workers within this share of the best rate.
 KNEE_SHARE = 0.90
+# A remedy must gain at least this much (and more than the noise) to be offered as an option.
+GAIN_THRESHOLD = 0.05
 # An eviction that left more than this share of the dataset resident did not work.
 EVICTED_BELOW = 0.05
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".webp", ".tif", ".tiff")
@@ -63,6 +65,7 @@ class Measurement:
     wait_fraction: float
     window_cv: float
     device: str
+    windows: int = 0  # measured windows behind the rate (its noise: window_cv / sqrt(windows))
     timeline: Timeline | None = None
     page_cache: dict[str, Any] | None = None  # cold: what mincore said after each eviction
     residency_before: float | None = None  # warm: the dataset's share in memory before
@@ -122,6 +125,8 @@ class Diagnosis:
     scaling: list[dict[str, Any]] = field(default_factory=list)  # workers, rate, status
     knee_workers: int | None = None  # where the loader stops scaling
     shares: dict[str, float] = field(default_factory=dict)  # compute, prep, fetch of cold time
+    # The smallest prep / fetch share told apart from the noise of the two rates behind it
+    noise: dict[str, float] = field(default_factory=dict)
     evicted: bool | None = None  # None: no cold measurement (a user pipeline, a failure)
     verdict: str = "unknown"  # compute-bound | prep-bound | fetch-bound | unknown
     summary: str = ""  # the verdict in one sentence with its figures
@@ -185,6 +190,10 @@ def stall_shares(ceiling: float, warm: float, cold: float | None) -> dict[str, f
     t_p = max(1.0 / warm, t_c)
     t_f = max(1.0 / cold, t_p) if cold else t_p
     return {"compute": t_c / t_f, "prep": (t_p - t_c) / t_f, "fetch": (t_f - t_p) / t_f}
+
+
+def _cores(n: int) -> str:
+    return f"{n} core" if n == 1 else f"{n} cores"
 
 
 def _workers(n: int) -> str:
@@ -265,6 +274,7 @@ class _Runner:
             wait_fraction=result.wait_fraction,
             window_cv=result.window_cv,
             device=result.device,
+            windows=len(result.windows),
             timeline=tl,
             page_cache=result.page_cache,
             residency_before=residency_before,
@@ -475,11 +485,29 @@ def _verdict(d: Diagnosis) -> None:
         d.summary = "unknown: " + "; ".join(f"{m.name} {m.status}: {m.message}" for m in failed)
         return
     d.shares = stall_shares(c, w, cold)
-    prep, fetch = d.shares["prep"], d.shares["fetch"]
-    if max(prep, fetch) < STALL_THRESHOLD:
-        d.verdict = COMPUTE
-    else:
-        d.verdict = FETCH if fetch > prep else PREP
+    m = d.measurements
+    d.noise = {"prep": max(STALL_THRESHOLD, noise(m["ceiling"], m["warm"]))}
+    if cold:
+        d.noise["fetch"] = max(STALL_THRESHOLD, noise(m["warm"], m["cold"]))
+    real = {k: d.shares[k] for k in d.noise if d.shares[k] >= d.noise[k]}
+    for k in d.noise:
+        if STALL_THRESHOLD <= d.shares[k] < d.noise[k]:
+            d.notes.append(
+                f"a {k} stall of {_pct(d.shares[k])} is within the noise of these measurements "
+                f"(differences under {_pct(d.noise[k])} are not told apart from it, window CVs "
+                "as in the table): not called a bottleneck; measure longer (--epochs, --steps) "
+                "or on a quieter machine"
+            )
+    d.verdict = (
+        COMPUTE if not real else (FETCH if real.get("fetch", 0) > real.get("prep", 0) else PREP)
+    )
+
+
+def noise(a: Measurement, b: Measurement) -> float:
+    """Two standard errors of the relative difference of two measured rates (each rate's
+    relative error: its window CV over the square root of its windows)."""
+    se = [m.window_cv / math.sqrt(m.windows) if m.windows else m.window_cv for m in (a, b)]
+    return 2.0 * math.sqrt(se[0] ** 2 + se[1] ** 2)
 
 
 def _remedies(
@@ -574,6 +602,14 @@ def _whatif(d: Diagnosis, target_rate: float | None) -> None:
         pass
 
 
+def _helps(d: Diagnosis, r: Remedy) -> bool:
+    """A gain above :data:`GAIN_THRESHOLD` and above the noise of the two measurements."""
+    base = d.measurements.get(r.condition)
+    m = d.measurements.get(r.measurement)
+    floor = noise(base, m) if base is not None and m is not None else 0.0
+    return r.gain > max(GAIN_THRESHOLD, floor)
+
+
 def _conclude(d: Diagnosis) -> None:
     """The verdict in words, each figure measured above."""
     c, w, cold = d.rate("ceiling"), d.rate("warm"), d.rate("cold")
@@ -581,10 +617,19 @@ def _conclude(d: Diagnosis) -> None:
         (p["rate"] for p in d.scaling if p["workers"] == d.config.num_workers), None
     )  # the loader alone at the configuration's worker count
     warm = d.measurements.get("warm")
-    rem = ", ".join(
-        f"{r.name} ({_signed(r.gain)}{'; ' + r.cost if r.cost else ''})" for r in d.remedies
+
+    def said(r: Remedy) -> str:
+        return f"{r.name} ({_signed(r.gain)}{'; ' + r.cost if r.cost else ''})"
+
+    helps = [r for r in d.remedies if _helps(d, r)]
+    rest = [r for r in d.remedies if not _helps(d, r)]
+    options = (
+        f"options, each measured here: {', '.join(said(r) for r in helps)}"
+        if helps
+        else "no remedy measured here helped"
     )
-    options = f"options, each measured here: {rem}" if rem else "no remedy measured faster"
+    if rest:
+        options += f" (no clear gain: {', '.join(said(r) for r in rest)})"
     if d.verdict == COMPUTE:
         fed = f"the loader delivers {loader:,.0f} img/s, " if loader else ""
         d.summary = (
@@ -632,7 +677,7 @@ def _conclude(d: Diagnosis) -> None:
     if wi.get("cores_for_ceiling"):
         d.details.append(
             f"what-if: at {wi['per_core_rate']:,.0f} img/s per worker (one core each), feeding "
-            f"the ceiling of {c:,.0f} img/s takes {wi['cores_for_ceiling']} cores"
+            f"the ceiling of {c:,.0f} img/s takes {_cores(wi['cores_for_ceiling'])}"
             + (
                 f", and {wi['target_rate']:,.0f} img/s takes {wi['cores_for_target']}"
                 if wi.get("cores_for_target")
