@@ -191,8 +191,9 @@ def scaling_png(d: Diagnosis, path: str) -> str:
 
 
 def write_outputs(d: Diagnosis, out_dir: str) -> list[str]:
-    """``diagnosis.json``, ``timelines.png``/``.html``, ``scaling.png`` and, when the
-    configuration is not PyTorch's default, ``default-vs-config.png`` in ``out_dir``.
+    """``diagnosis.json``, ``timelines.png`` (ceiling, warm, cold), ``remedies.png``,
+    ``timelines.html`` (every measurement), ``scaling.png`` and, when the configuration is not
+    PyTorch's default, ``default-vs-config.png`` in ``out_dir``.
     Returns the files written (PNG only when matplotlib is installed, HTML only with plotly)."""
     os.makedirs(out_dir, exist_ok=True)
     written = []
@@ -203,8 +204,15 @@ def write_outputs(d: Diagnosis, out_dir: str) -> list[str]:
     shown = [m for m in d.measurements.values() if m.timeline is not None]
     title = f"{d.config.label()} on {d.device}: {d.verdict}"
     pair = [d.measurements[n] for n in ("default", "warm") if n in d.measurements]
+    differential = [m for m in shown if m.name in ("ceiling", "warm", "cold")]
+    remedies = [d.measurements[r.measurement] for r in d.remedies]
+    if remedies:  # each remedy beside the measurement it is compared with
+        remedies.insert(0, d.measurements[d.remedies[0].condition])
     try:
-        written.append(timeline_png(shown, os.path.join(out_dir, "timelines.png"), title))
+        written.append(timeline_png(differential, os.path.join(out_dir, "timelines.png"), title))
+        if remedies:
+            path = os.path.join(out_dir, "remedies.png")
+            written.append(timeline_png(remedies, path, f"{d.verdict}: the remedies, measured"))
         if len(pair) == 2:
             path = os.path.join(out_dir, "default-vs-config.png")
             written.append(timeline_png(pair, path, f"PyTorch's defaults vs {d.config.label()}"))
