@@ -133,8 +133,9 @@ def diagnose(
                 persistent_workers=bool(loader["persistent_workers"]),
             )
             base: dict[str, Any] = {}
+            study = None
         else:
-            config, base, source = _winner(study_name, storage)
+            config, base, source, study = _winner(study_name, storage)
             err_console.print(source, soft_wrap=True, highlight=False)
         spec = WorkloadSpec(**{**base, **workload_in}, pipeline=pipeline)
     except ValueError as e:
@@ -150,7 +151,7 @@ def diagnose(
         raise LoaderSearchError(f"invalid plan: {e}") from e
 
     from loadersearch.diagnose import diagnose as run_diagnosis
-    from loadersearch.diagnose.plots import write_outputs
+    from loadersearch.diagnose.plots import PAIR_ATTR, pair_record, write_outputs
     from loadersearch.hostlock import measurement_lock
     from loadersearch.workload import check_data
 
@@ -168,6 +169,9 @@ def diagnose(
             on_phase=lambda text: status.update(f"diagnosing {config.label()}: {text}"),
         )
     written = write_outputs(d, out_dir)
+    record = pair_record(d) if study is not None else None
+    if record is not None:  # `loadersearch report` draws it from the study
+        study.set_user_attr(PAIR_ATTR, record)
     if as_json:
         click.echo(json.dumps(d.to_dict(), indent=1))
     else:
@@ -182,9 +186,9 @@ def _console(stderr: bool = False):  # noqa: ANN202 - rich.console.Console
     return Console(stderr=stderr)
 
 
-def _winner(study_name: str | None, storage: str | None) -> tuple[LoaderConfig, dict, str]:
-    """The study's confirmed winner and workload; PyTorch's defaults when there is no study
-    and none was named."""
+def _winner(study_name: str | None, storage: str | None) -> tuple[LoaderConfig, dict, str, Any]:
+    """The study's confirmed winner, its workload, a line to say, and the study; PyTorch's
+    defaults (and no study) when there is no study and none was named."""
     from loadersearch.errors import StudyError
     from loadersearch.report import open_study, summarize
 
@@ -198,6 +202,7 @@ def _winner(study_name: str | None, storage: str | None) -> tuple[LoaderConfig, 
             {},
             "no study to take a winner from: diagnosing PyTorch's defaults (w0 b16); give "
             "--num-workers/--batch-size/... or --study for another configuration",
+            None,
         )
     summary = summarize(study)
     if summary.winner is None:
@@ -210,7 +215,9 @@ def _winner(study_name: str | None, storage: str | None) -> tuple[LoaderConfig, 
     return (
         summary.winner.config,
         workload,
-        f"diagnosing the winner of study {summary.study!r}: {summary.winner.config.label()}",
+        f"diagnosing the winner of study {summary.study!r}: {summary.winner.config.label()} "
+        "(PyTorch's defaults beside it are stored in the study for `loadersearch report`)",
+        study,
     )
 
 

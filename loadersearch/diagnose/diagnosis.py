@@ -489,7 +489,24 @@ def _verdict(d: Diagnosis) -> None:
     d.noise = {"prep": max(STALL_THRESHOLD, noise(m["ceiling"], m["warm"]))}
     if cold:
         d.noise["fetch"] = max(STALL_THRESHOLD, noise(m["warm"], m["cold"]))
-    real = {k: d.shares[k] for k in d.noise if d.shares[k] >= d.noise[k]}
+    # The loop's own data-wait, measured inside each run, must agree: a rate difference
+    # between two runs with hardly any waiting is the machine's load changing between them.
+    waited = {"prep": m["warm"].wait_fraction}
+    if cold:  # the extra wait per image of the cold run, as a share of its time per image
+        extra = m["cold"].wait_fraction / cold - m["warm"].wait_fraction / w
+        waited["fetch"] = extra * cold
+    unsupported = set()
+    for k in d.noise:
+        if d.shares[k] >= d.noise[k] and waited[k] < STALL_THRESHOLD:
+            d.notes.append(
+                f"the rates say a {k} stall of {_pct(d.shares[k])}, but the training loop "
+                f"waited for data {_pct(max(0.0, waited[k]))} "
+                + ("of the warm run" if k == "prep" else "more per image cold than warm")
+                + ": the difference is the machine's load changing between the measurements, "
+                "not the loader; not called a bottleneck"
+            )
+            unsupported.add(k)
+    real = {k: d.shares[k] for k in d.noise if d.shares[k] >= d.noise[k] and k not in unsupported}
     for k in d.noise:
         if STALL_THRESHOLD <= d.shares[k] < d.noise[k]:
             d.notes.append(
@@ -621,6 +638,14 @@ def _conclude(d: Diagnosis) -> None:
     def said(r: Remedy) -> str:
         return f"{r.name} ({_signed(r.gain)}{'; ' + r.cost if r.cost else ''})"
 
+    ceiling = d.rate("ceiling")
+    over = [r for r in d.remedies if ceiling and r.rate > ceiling * (1 + STALL_THRESHOLD)]
+    if over:
+        d.notes.append(
+            f"{', '.join(r.name for r in over)} measured faster than the ceiling "
+            f"({ceiling:,.0f} img/s): the machine's load changed between the measurements; "
+            "compare the figures with care, or diagnose again on a quieter machine"
+        )
     helps = [r for r in d.remedies if _helps(d, r)]
     rest = [r for r in d.remedies if not _helps(d, r)]
     options = (

@@ -227,3 +227,71 @@ def write_outputs(d: Diagnosis, out_dir: str) -> list[str]:
     except ImportError:
         logger.warning("plotly is not installed: no HTML timeline")
     return written
+
+
+PAIR_ATTR = "diagnosis_pair"  # the study user attribute `loadersearch report` draws
+_PAIR_SAMPLES = 240  # machine samples kept per timeline in the study (a few KiB each)
+
+
+def pair_record(d: Diagnosis) -> dict | None:
+    """PyTorch's defaults and the diagnosed configuration (warm), compact enough for a study
+    attribute: the CPU line is the mean over cores, samples thinned to at most
+    :data:`_PAIR_SAMPLES`, figures rounded. None when the pair was not measured."""
+    if "default" not in d.measurements or "warm" not in d.measurements:
+        return None
+    out: dict = {"config": d.config.label(), "verdict": d.verdict, "summary": d.summary}
+    for name in ("default", "warm"):
+        m = d.measurements[name]
+        tl = m.timeline
+        if tl is None:
+            return None
+        every = max(1, -(-len(tl.t) // _PAIR_SAMPLES))
+        keep = range(0, len(tl.t), every)
+        r3 = lambda x: None if x is None else round(float(x), 3)  # noqa: E731
+        compact = {
+            "t": [r3(tl.t[i]) for i in keep],
+            "cpu": [[r3(sum(tl.cpu[i]) / max(1, len(tl.cpu[i])))] for i in keep],
+            "disk_read_mb_s": [r3(tl.disk_read_mb_s[i]) for i in keep],
+            "gpu_util": [r3(tl.gpu_util[i]) for i in keep],
+            "gpu_mem_mib": [r3(tl.gpu_mem_mib[i]) for i in keep],
+            "step_t": [r3(x) for x in tl.step_t],
+            "step_wait_s": [round(x, 4) for x in tl.step_wait_s],
+            "epoch_t": [r3(x) for x in tl.epoch_t],
+            "nvml": tl.nvml,
+        }
+        out[name] = {
+            "config": m.config.to_dict(),
+            "rate": m.rate,
+            "wait_fraction": m.wait_fraction,
+            "timeline": compact,
+        }
+    return out
+
+
+def pair_png(record: dict, path: str) -> str:
+    """The stored pair (:func:`pair_record`) drawn as :func:`timeline_png` draws it."""
+    from loadersearch.config import LoaderConfig
+    from loadersearch.diagnose.diagnosis import Measurement
+    from loadersearch.diagnose.timeline import Timeline
+
+    ms = []
+    for name in ("default", "warm"):
+        part = record[name]
+        config = LoaderConfig.from_dict(part["config"])
+        ms.append(
+            Measurement(
+                name="PyTorch's defaults" if name == "default" else "the winner",
+                what="",
+                config=config,
+                status="ok",
+                message="",
+                rate=part["rate"],
+                steady_rate=0.0,
+                wait_fraction=part["wait_fraction"],
+                window_cv=0.0,
+                device="",
+                timeline=Timeline.from_dict(part["timeline"]),
+            )  # fmt: skip
+        )
+    title = f"PyTorch's defaults vs {record['config']} (CPU: mean over cores)"
+    return timeline_png(ms, path, title)

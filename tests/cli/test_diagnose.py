@@ -40,3 +40,29 @@ def test_conflicting_loader_options_exit_2_without_a_traceback():
     assert result.exit_code == 2
     assert "prefetch_factor=4 needs num_workers > 0" in result.output
     assert "Traceback" not in result.output
+
+
+def test_a_study_winner_is_diagnosed_and_report_draws_defaults_beside_it(emulated_study, tmp_path):
+    import optuna
+
+    db = tmp_path / "copy.db"  # the session's study is shared read-only: diagnose a copy
+    shutil.copy(emulated_study.db_path, db)
+    storage = f"sqlite:///{db}"
+    out = tmp_path / "diag"
+    result = CliRunner().invoke(cli, ["diagnose", "--storage", storage, *TINY, "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "diagnosing the winner of study 'e2e'" in result.output
+    study = optuna.load_study(study_name="e2e", storage=storage)
+    winner = json.loads(CliRunner().invoke(cli, ["best", "--storage", storage]).output)
+    d = json.loads((out / "diagnosis.json").read_text())
+    assert d["config"] == winner["config"]  # the confirmed winner, as `best` names it
+    pair = study.user_attrs["diagnosis_pair"]
+    assert pair["summary"] == d["summary"]
+    assert pair["default"]["config"]["num_workers"] == 0
+    report = CliRunner().invoke(
+        cli, ["report", "--storage", storage, "--out", str(tmp_path / "r")]
+    )
+    assert report.exit_code == 0, report.output
+    assert (tmp_path / "r" / "default-vs-winner.png").stat().st_size > 0
+    index = (tmp_path / "r" / "index.html").read_text()
+    assert 'id="diagnosis"' in index and "default-vs-winner.png" in index

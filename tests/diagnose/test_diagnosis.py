@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from loadersearch.config import LoaderConfig, MeasurePlan, WorkloadSpec
-from loadersearch.diagnose import COMPUTE, FETCH, PREP, Diagnosis, diagnose
-from loadersearch.diagnose.diagnosis import knee, scaling_ladder, stall_shares
+from loadersearch.diagnose import COMPUTE, FETCH, PREP, Diagnosis, Measurement, diagnose
+from loadersearch.diagnose.diagnosis import _verdict, knee, scaling_ladder, stall_shares
 
 PLAN = MeasurePlan(epochs=2, steps=3, windows_per_epoch=1, warmup_steps=1, timeout_s=120)
 
@@ -89,3 +89,44 @@ def test_scaling_ladder_knee_and_shares():
     assert stall_shares(100, 110, None) == pytest.approx({"compute": 1, "prep": 0, "fetch": 0})
     with pytest.raises(ValueError, match="max_workers must be at least 1 but got 0"):
         scaling_ladder(0)
+
+
+def _hand(name: str, rate: float, wait: float, cv: float = 0.01) -> Measurement:
+    return Measurement(
+        name=name, what="", config=LoaderConfig(), status="ok", message="", rate=rate,
+        steady_rate=rate, wait_fraction=wait, window_cv=cv, device="cpu", windows=8,
+    )  # fmt: skip
+
+
+def _hand_diagnosis(*ms: Measurement) -> Diagnosis:
+    return Diagnosis(
+        workload={}, config=LoaderConfig(), plan={}, img_size=64, device="cpu", cpu_count=2,
+        load_before=0.0, load_after=0.0, dataset_files=1, dataset_bytes=1, dataset_images=1,
+        measurements={m.name: m for m in ms}, evicted=True,
+    )  # fmt: skip
+
+
+def test_a_slower_run_without_waiting_for_data_is_the_machine_not_a_stall():
+    # warm is 40% slower than the ceiling, but its loop hardly waited: load, not the loader
+    d = _hand_diagnosis(_hand("ceiling", 100, 0.0), _hand("warm", 60, 0.03))
+    _verdict(d)
+    assert d.verdict == COMPUTE
+    assert any("machine's load changing between the measurements" in n for n in d.notes)
+    # the same rates with the loop waiting 40% of the warm run: prep-bound
+    d = _hand_diagnosis(_hand("ceiling", 100, 0.0), _hand("warm", 60, 0.4))
+    _verdict(d)
+    assert d.verdict == PREP
+
+
+def test_a_noisy_difference_is_not_called_a_stall():
+    d = _hand_diagnosis(_hand("ceiling", 100, 0.0, cv=0.5), _hand("warm", 80, 0.3, cv=0.5))
+    _verdict(d)
+    assert d.verdict == COMPUTE
+    assert any("within the noise" in n for n in d.notes)
+
+
+def test_fetch_needs_more_waiting_per_image_cold_than_warm():
+    ceiling, warm = _hand("ceiling", 1000, 0.0), _hand("warm", 100, 0.95)
+    d = _hand_diagnosis(ceiling, warm, _hand("cold", 20, 0.99))
+    _verdict(d)
+    assert d.verdict == FETCH and d.shares["fetch"] == pytest.approx(0.8)
