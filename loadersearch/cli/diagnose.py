@@ -171,7 +171,7 @@ def diagnose(
     written = write_outputs(d, out_dir)
     record = pair_record(d) if study is not None else None
     if record is not None:  # `loadersearch report` draws it from the study
-        study.set_user_attr(PAIR_ATTR, record)
+        _store_pair(storage, study.study_name, PAIR_ATTR, record)
     if as_json:
         click.echo(json.dumps(d.to_dict(), indent=1))
     else:
@@ -219,6 +219,17 @@ def _winner(study_name: str | None, storage: str | None) -> tuple[LoaderConfig, 
         "(PyTorch's defaults beside it are stored in the study for `loadersearch report`)",
         study,
     )
+
+
+def _store_pair(storage: str | None, name: str, key: str, record: dict) -> None:
+    """Store ``record`` in the study as a user attribute (the study was read read-only)."""
+    import optuna
+
+    from loadersearch.storage import open_storage
+
+    optuna.load_study(
+        study_name=name, storage=open_storage(storage, heartbeat=False)
+    ).set_user_attr(key, record)
 
 
 def render(d, written: list[str], console) -> None:  # noqa: ANN001

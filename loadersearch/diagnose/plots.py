@@ -236,12 +236,13 @@ _PAIR_SAMPLES = 240  # machine samples kept per timeline in the study (a few KiB
 def pair_record(d: Diagnosis) -> dict | None:
     """PyTorch's defaults and the diagnosed configuration (warm), compact enough for a study
     attribute: the CPU line is the mean over cores, samples thinned to at most
-    :data:`_PAIR_SAMPLES`, figures rounded. None when the pair was not measured."""
-    if "default" not in d.measurements or "warm" not in d.measurements:
+    :data:`_PAIR_SAMPLES`, figures rounded. None when the warm run was not measured."""
+    if "warm" not in d.measurements:
         return None
     out: dict = {"config": d.config.label(), "verdict": d.verdict, "summary": d.summary}
     for name in ("default", "warm"):
-        m = d.measurements[name]
+        # a configuration that is PyTorch's default is its own "default" measurement
+        m = d.measurements.get(name) or d.measurements["warm"]
         tl = m.timeline
         if tl is None:
             return None
