@@ -639,10 +639,15 @@ def _conclude(d: Diagnosis) -> None:
         return f"{r.name} ({_signed(r.gain)}{'; ' + r.cost if r.cost else ''})"
 
     ceiling = d.rate("ceiling")
-    over = [r for r in d.remedies if ceiling and r.rate > ceiling * (1 + STALL_THRESHOLD)]
+    over = [r.name for r in d.remedies if ceiling and r.rate > ceiling * (1 + STALL_THRESHOLD)]
+    over += [
+        f"the {name} pipeline"
+        for name in ("warm", "cold")
+        if ceiling and (d.rate(name) or 0) > ceiling * (1 + STALL_THRESHOLD)
+    ]
     if over:
         d.notes.append(
-            f"{', '.join(r.name for r in over)} measured faster than the ceiling "
+            f"{', '.join(over)} measured faster than the ceiling "
             f"({ceiling:,.0f} img/s): the machine's load changed between the measurements; "
             "compare the figures with care, or diagnose again on a quieter machine"
         )
