@@ -23,7 +23,8 @@ ERROR = "error"  # a problem that is not the configuration's fault (bad dataset,
 
 # Reasons: why a measurement is INFEASIBLE or an ERROR. Stable strings, stored in studies.
 VRAM_CAP = "vram_cap"  # device memory over the cap (CUDA OOM, or emulated allocation)
-WORKER_KILLED = "worker_killed"  # a DataLoader worker died (SIGBUS when /dev/shm is full, OOM)
+WORKER_KILLED = "worker_killed"  # a DataLoader worker died (killed from outside, OOM killer)
+SHM_FULL = "shm_full"  # /dev/shm ran out (torch's shm allocation, SIGBUS): docker --shm-size
 TIMEOUT = "timeout"  # the child or a DataLoader worker hung past the wall-clock limit
 KILLED = "killed"  # the child itself was killed by a signal
 HOST_OOM = "host_oom"  # host RAM exhausted

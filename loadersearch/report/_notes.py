@@ -28,6 +28,7 @@ from loadersearch.measure.result import (
     HOST_OOM,
     INVALID_CONFIG,
     KILLED,
+    SHM_FULL,
     TIMEOUT,
     VRAM_CAP,
     WORKER_KILLED,
@@ -81,9 +82,12 @@ ADVICE = {
     VRAM_CAP: "this batch does not fit under the VRAM cap. The batch-size probe keeps the "
     "search below the largest batch that fits (unless --no-probe); raise --vram-cap only if "
     "your real training has that memory to spare.",
-    WORKER_KILLED: "a DataLoader worker died, usually because /dev/shm or host RAM ran out "
-    "(Docker's /dev/shm is 64 MB by default: run the container with --shm-size=8g or "
-    "--ipc=host). Fewer workers, a smaller prefetch_factor or smaller batches need less.",
+    WORKER_KILLED: "a DataLoader worker died, usually because host RAM ran out (the OOM "
+    "killer: see dmesg). Fewer workers, a smaller prefetch_factor or smaller batches need less.",
+    SHM_FULL: "/dev/shm ran out: DataLoader workers pass every batch through it, about batch "
+    "bytes x num_workers x prefetch_factor at once (Docker gives a container 64 MB). Run the "
+    "container with --shm-size=8g or --ipc=host; fewer workers, a smaller prefetch_factor or "
+    "smaller batches need less, and num_workers=0 needs none.",
     TIMEOUT: "the measurement hung past the trial timeout (a worker stuck on I/O, or a "
     "deadlock). If this configuration is merely slow, raise --trial-timeout.",
     KILLED: "the measuring process was killed without a word, most likely by the kernel's "

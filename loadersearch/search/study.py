@@ -35,6 +35,7 @@ from loadersearch.measure.result import (
     HOST_OOM,
     INVALID_CONFIG,
     KILLED,
+    SHM_FULL,
     TIMEOUT,
     VRAM_CAP,
     WORKER_KILLED,
@@ -460,8 +461,9 @@ _INFEASIBLE_ADVICE = {
     VRAM_CAP: "raise --vram-cap, or allow smaller batches (--space batch_size=LOW:HIGH)",
     HOST_OOM: _RAM_ADVICE,
     KILLED: _RAM_ADVICE,
-    WORKER_KILLED: "enlarge /dev/shm (docker --shm-size 8g) or allow fewer workers and "
-    "smaller batches",
+    WORKER_KILLED: "free host RAM or allow fewer workers and smaller batches",
+    SHM_FULL: "enlarge /dev/shm (docker run --shm-size=8g or --ipc=host) or allow fewer "
+    "workers and smaller batches (--space num_workers=0:N)",
     TIMEOUT: "raise --timeout, or look for a DataLoader worker that hangs (--debug)",
     INVALID_CONFIG: "check --fix and --space",
 }
