@@ -140,6 +140,19 @@ def bench(
     data = check_data(spec)
     if data.describe():
         err.print(f"note: {data.describe()}", soft_wrap=True, highlight=False)
+    from loadersearch.measure.shm import check_shm
+    from loadersearch.search.settings import uses_cuda
+
+    shm = check_shm(
+        spec,
+        "cuda" if uses_cuda(spec, hardware) else "cpu",
+        num_workers=config.num_workers,
+        batch_size=config.batch_size,
+        prefetch_factor=config.prefetch_factor,
+    )
+    err.print(shm.line(), soft_wrap=True, highlight=False)
+    if shm.warning():
+        err.print(f"[yellow]warning:[/] {shm.warning()}", soft_wrap=True, highlight=False)
     if as_json:
         result = measure(spec, config, plan)
     else:

@@ -120,3 +120,54 @@ def shm_full_message(detail: str) -> str:
     space = shm_space()
     where = f" ({fmt_bytes(space.size_bytes)} in all)" if space is not None else ""
     return f"/dev/shm ran out{where}: {detail}. To run this configuration, {ADVICE}"
+
+
+@dataclass(frozen=True)
+class ShmCheck:
+    """/dev/shm against what a configuration (or a search space's largest one) needs there,
+    said before anything is measured."""
+
+    space: ShmSpace | None
+    need_bytes: int | None  # None: unknown before a measurement (your own pipeline)
+    what: str  # e.g. "the largest configuration (8 workers x batch 64 x prefetch 8)"
+
+    def line(self) -> str:
+        """One line for the start of ``bench`` and ``run``."""
+        if self.space is None:
+            return "/dev/shm: none here (DataLoader workers use the file system instead)"
+        if self.need_bytes is None:
+            need = f"{self.what}: batch size unknown until measured (see shm_peak_bytes)"
+        else:
+            need = f"{self.what} needs about {fmt_bytes(self.need_bytes)}"
+        return f"{self.space.describe()}; {need}"
+
+    def warning(self) -> str | None:
+        return shm_warning(self.space, self.need_bytes, self.what)
+
+
+def check_shm(
+    spec: WorkloadSpec,
+    device_type: str,
+    *,
+    num_workers: int,
+    batch_size: int,
+    prefetch_factor: int | None,
+    largest: bool = False,
+) -> ShmCheck:
+    """What ``num_workers`` x ``batch_size`` x ``prefetch_factor`` (per rank, times
+    ``spec.gpus`` ranks) holds in /dev/shm, against its free space now; ``device_type`` ("cuda"
+    or "cpu") decides the default image size. ``largest``: these are a search space's upper
+    bounds."""
+    from loadersearch.workload import resolve_img_size
+
+    img_size = None if spec.pipeline else resolve_img_size(spec.kind, device_type, spec.img_size)
+    which = "the largest configuration" if largest else "this configuration"
+    if num_workers == 0:  # the main process loads its batches: nothing passes through /dev/shm
+        return ShmCheck(shm_space(), 0, f"{which} (no workers)")
+    prefetch = prefetch_factor or DEFAULT_PREFETCH
+    one = batch_bytes(spec, batch_size, img_size)
+    need = None if one is None else inflight_bytes(one, num_workers, prefetch) * spec.gpus
+    shape = f"{num_workers} workers x batch {batch_size} x prefetch {prefetch}"
+    if spec.gpus > 1:
+        shape += f" x {spec.gpus} ranks"
+    return ShmCheck(shm_space(), need, f"{which} ({shape})")

@@ -170,6 +170,25 @@ def ranks_notice(settings: StudySettings, hardware: Hardware) -> str:
     return text + "; --space num_workers=LOW:HIGH changes it."
 
 
+def shm_notices(settings: StudySettings, gpu: bool) -> list[str]:
+    """/dev/shm's size and free space, what the space's largest configuration needs there, and
+    a warning when that is more than the free space (those configurations will be infeasible,
+    reason shm_full)."""
+    from loadersearch.measure.shm import check_shm
+
+    space = settings.space
+    check = check_shm(
+        settings.workload,
+        "cuda" if gpu else "cpu",
+        num_workers=space.num_workers[1],
+        batch_size=space.batch_size[1],
+        prefetch_factor=space.prefetch_factor[1],
+        largest=True,
+    )
+    warning = check.warning()
+    return [check.line(), *([warning] if warning else [])]
+
+
 def make_pruner(name: str, n_windows: int) -> optuna.pruners.BasePruner:
     """``wilcoxon`` (default): :class:`ClearlySlowerPruner`, a paired signed-rank test of this
     trial's windows against the best trial's windows at the same positions; it prunes only a
@@ -587,6 +606,8 @@ def _run_study(
             )
         if settings.workload.gpus > 1:
             progress.notice(ranks_notice(settings, hardware))
+        for line in shm_notices(settings, gpu):
+            progress.notice(line)
         before = finished_trials(study)
         progress.study_ready(study, resumed=resumed, finished=before, target=settings.trials)
 
