@@ -171,6 +171,17 @@ def bench(
         click.echo(json.dumps({**result.to_dict(), "skipped_samples": data.to_dict()}, indent=2))
     else:
         render(result, spec, plan, Console())
+    if result.busy_host:
+        err.print(
+            f"[yellow]warning:[/] measured on a busy machine: other processes used "
+            f"{result.outside_load or 0:.2f} CPUs ({100 * (result.outside_share or 0):.0f} % of "
+            "them; steal "
+            f"{100 * (result.steal_share or 0):.1f} %) while it measured, so this number may be "
+            "low. Measure again when the machine is quieter (LOADERSEARCH_BUSY_SHARE sets the "
+            "share that warns).",
+            soft_wrap=True,
+            highlight=False,
+        )
     if not result.ok:
         if not as_json:
             click.echo(f"{result.status.upper()} ({result.reason}): {result.message}", err=True)
@@ -219,6 +230,14 @@ def render(result, spec: WorkloadSpec, plan: MeasurePlan, console) -> None:  # n
         info.add_row("data wait", f"{100 * r.wait_fraction:.0f} % of measured time")
         cpu = f"{r.cpu_util_mean:.0f} % of one core" if r.cpu_util_mean is not None else "n/a"
         info.add_row("CPU", f"{cpu} (trainer + workers)")
+    if r.outside_load is not None:
+        busy = " [yellow]BUSY[/]" if r.busy_host else ""
+        info.add_row(
+            "machine",
+            f"other processes used {r.outside_load:.2f} CPUs "
+            f"({100 * (r.outside_share or 0):.0f} %) while measuring, steal "
+            f"{100 * (r.steal_share or 0):.1f} %{busy}",
+        )
     if r.peak_rss_bytes is not None or r.peak_vram_bytes is not None:
         vram = _fmt_bytes(r.peak_vram_bytes)
         if r.emulated:

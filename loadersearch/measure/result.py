@@ -99,6 +99,16 @@ class MeasureResult:
     cpu_util_mean: float | None = None  # % of one core, summed over the process tree
     peak_rss_bytes: int | None = None  # trainer + all DataLoader workers
     shm_peak_bytes: int | None = None  # /dev/shm used, peak during the measurement
+    # The machine while measuring (measure.hostload): CPUs' worth used by processes outside
+    # the measurement, as a number of CPUs and as a share of them; steal time's share; and
+    # whether that was enough to flag the measurement (its figures may be low).
+    outside_load: float | None = None
+    outside_share: float | None = None
+    steal_share: float | None = None
+    busy_host: bool = False
+    # A busy measurement measured again (search.objective.quieter): both outside shares and
+    # values, and which one this result is.
+    remeasured: dict[str, Any] | None = None
     nvml: str = "absent"  # "ok" or why NVML is not available ("absent: no NVIDIA driver")
     notes: list[str] = field(default_factory=list)  # e.g. "VRAM cap does not apply on CPU"
     # Several ranks (DDP): one dict per rank (rank, device, steady_rate, wait_fraction,

@@ -163,6 +163,11 @@ def result_attrs(result: MeasureResult) -> dict[str, Any]:
         "cpu_util_mean": r(result.cpu_util_mean, 1),
         "peak_rss_bytes": result.peak_rss_bytes,
         "shm_peak_bytes": result.shm_peak_bytes,
+        # the machine while measuring (measure.hostload): others' CPU use, steal, the flag
+        "outside_load": r(result.outside_load, 2),
+        "outside_share": r(result.outside_share, 3),
+        "steal_share": r(result.steal_share, 3),
+        "busy_host": bool(result.busy_host),
         "overhead_s": r(result.overhead_s, 2),
         "warmup_s": r(result.warmup_s, 2),
         "wall_s": r(result.wall_s, 2),
@@ -268,8 +273,10 @@ class Objective:
             if self.on_measured is not None and result.windows:
                 self.on_measured(trial, result)
 
-        result = self.measure(config, on_window, on_ready, after=after)
+        result = self.measure(config, on_window, on_ready, after=after, trial=trial.number)
         for key, value in result_attrs(result).items():
+            trial.set_user_attr(key, value)
+        for key, value in busy_attrs(result).items():
             trial.set_user_attr(key, value)
 
         if result.status == OK:
@@ -333,14 +340,57 @@ class Objective:
         on_ready: Callable[[MeasureResult], None] | None = None,
         *,
         after: Callable[[MeasureResult], None] | None = None,
+        trial: int | None = None,
     ) -> MeasureResult:
         """Measure ``config`` holding this host's measurement lock. ``after`` runs with the
         result before the lock is released, so that its CPU time (drawing a picture)
-        disturbs no other process's measurement on this host."""
+        disturbs no other process's measurement on this host.
+
+        A measurement flagged as taken on a busy machine (``busy_host``: other processes used
+        a significant share of the CPUs, measure.hostload) is measured once more (``trial``
+        names it in the notice), and the quieter of the two is kept (:func:`quieter`); its
+        windows are not reported again (the pruner saw the first's)."""
         with measurement_lock():
             result = self.measure_fn(
                 self.workload, config, self.plan, on_window=on_window, on_ready=on_ready
             )
+            if trial is not None and result.status == OK and result.busy_host:
+                self.progress.notice(
+                    f"trial {trial} ({config.label()}) was measured on a busy machine (other "
+                    f"processes used {100 * (result.outside_share or 0):.0f} % of the CPUs): "
+                    "measuring it again"
+                )
+                again = self.measure_fn(self.workload, config, self.plan)
+                result = quieter(result, again)
             if after is not None:
                 after(result)
             return result
+
+
+def quieter(first: MeasureResult, again: MeasureResult) -> MeasureResult:
+    """Of a busy measurement and its re-measurement, the one to keep: the re-measurement
+    when it is fine and less busy, else the first. The kept one records ``remeasured`` and the
+    first's outside share (``busy_first``), so the report can say what happened."""
+    keep = first
+    if again.status == OK and (again.outside_share or 0.0) < (first.outside_share or 0.0):
+        keep = again
+    def r(x: float | None) -> float | None:
+        return None if x is None else round(float(x), 3)
+
+    keep.remeasured = {
+        "first_outside_share": r(first.outside_share),
+        "first_objective": r(first.objective),
+        "again_outside_share": r(again.outside_share),
+        "again_objective": r(again.objective) if again.status == OK else None,
+        "kept": "again" if keep is again else "first",
+    }
+    return keep
+
+
+def busy_attrs(result: MeasureResult) -> dict[str, Any]:
+    """The re-measurement of a busy trial, as user attributes: ``remeasured`` (both
+    measurements' outside share and value, which was kept) and ``unreliable`` when the kept
+    one was still measured on a busy machine."""
+    if not result.remeasured:
+        return {}
+    return {"remeasured": result.remeasured, "unreliable": bool(result.busy_host)}
