@@ -90,9 +90,7 @@ def inflight_bytes(one_batch: int, num_workers: int, prefetch_factor: int | None
     return one_batch * num_workers * (prefetch_factor or DEFAULT_PREFETCH)
 
 
-def config_inflight(
-    spec: WorkloadSpec, config: LoaderConfig, img_size: int | None
-) -> int | None:
+def config_inflight(spec: WorkloadSpec, config: LoaderConfig, img_size: int | None) -> int | None:
     """:func:`inflight_bytes` of ``config`` on ``spec``, or None when a batch's size is
     unknown (your own pipeline)."""
     one = batch_bytes(spec, config.batch_size, img_size)

@@ -127,18 +127,17 @@ def machine_load(summary: Summary) -> str | None:
         f"{worst['trial']})"
     )
     again = [r for r in rows if r.get("remeasured")]
-    busy = [r for r in rows if r.get("busy_host") and not r.get("remeasured")]
     unreliable = sorted(r["trial"] for r in rows if r.get("unreliable"))
+    others = [r for r in rows if r.get("busy_host") and r["state"] != "complete"]
     if again:
         text += f"; {len(again)} measured on a busy machine were measured again"
-    if busy:
-        text += f"; {len(busy)} measured on a busy machine (pruned or failed)"
     if unreliable:
-        text += (
-            "; still busy the second time, so unreliable: trial "
-            + ", ".join(str(n) for n in unreliable)
+        text += "; measured on a busy machine, so unreliable: trial " + ", ".join(
+            str(n) for n in unreliable
         )
-    elif not again and not busy:
+    if others:
+        text += f"; {len(others)} pruned or infeasible on a busy machine"
+    if not again and not unreliable and not others:
         text += ": quiet enough, no trial flagged"
     return text
 

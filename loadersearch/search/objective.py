@@ -63,6 +63,9 @@ CONSTRAINT = "feasible"  # trial.set_constraint key: <= 0 feasible
 # What the objective returns, as the study's metric name (optuna-dashboard shows it).
 METRIC_NAME = "images/s (projected full epoch)"
 MAX_CONSECUTIVE_CRASHES = 3
+# Re-measurements of busy trials that were busy again, in a row, after which the machine is
+# taken to stay busy: later busy trials are marked unreliable without measuring them again.
+MAX_FUTILE_REMEASURES = 2
 
 
 class TrialCrash(RuntimeError):
@@ -243,6 +246,7 @@ class Objective:
 
         self.host = host_name()
         self._crashes = 0
+        self._futile_remeasures = 0
 
     def __call__(self, trial: optuna.Trial) -> float:
         import optuna
@@ -355,16 +359,32 @@ class Objective:
                 self.workload, config, self.plan, on_window=on_window, on_ready=on_ready
             )
             if trial is not None and result.status == OK and result.busy_host:
-                self.progress.notice(
-                    f"trial {trial} ({config.label()}) was measured on a busy machine (other "
-                    f"processes used {100 * (result.outside_share or 0):.0f} % of the CPUs): "
-                    "measuring it again"
-                )
-                again = self.measure_fn(self.workload, config, self.plan)
-                result = quieter(result, again)
+                result = self.remeasure_busy(trial, config, result)
             if after is not None:
                 after(result)
             return result
+
+    def remeasure_busy(self, trial: int, config: LoaderConfig, first: MeasureResult
+                       ) -> MeasureResult:  # fmt: skip
+        """Measure a busy trial once more and keep the quieter result; once
+        :data:`MAX_FUTILE_REMEASURES` re-measurements in a row were busy too, the machine
+        stays busy: keep ``first``, marked unreliable (``remeasured`` None)."""
+        share = f"{100 * (first.outside_share or 0):.0f} %"
+        if self._futile_remeasures >= MAX_FUTILE_REMEASURES:
+            self.progress.notice(
+                f"trial {trial} ({config.label()}) was measured on a busy machine (other "
+                f"processes used {share} of the CPUs); the machine stays busy, so it is marked "
+                "unreliable rather than measured again"
+            )
+            return first
+        self.progress.notice(
+            f"trial {trial} ({config.label()}) was measured on a busy machine (other processes "
+            f"used {share} of the CPUs): measuring it again"
+        )
+        again = self.measure_fn(self.workload, config, self.plan)
+        kept = quieter(first, again)
+        self._futile_remeasures = self._futile_remeasures + 1 if kept.busy_host else 0
+        return kept
 
 
 def quieter(first: MeasureResult, again: MeasureResult) -> MeasureResult:
@@ -374,6 +394,7 @@ def quieter(first: MeasureResult, again: MeasureResult) -> MeasureResult:
     keep = first
     if again.status == OK and (again.outside_share or 0.0) < (first.outside_share or 0.0):
         keep = again
+
     def r(x: float | None) -> float | None:
         return None if x is None else round(float(x), 3)
 
@@ -388,9 +409,12 @@ def quieter(first: MeasureResult, again: MeasureResult) -> MeasureResult:
 
 
 def busy_attrs(result: MeasureResult) -> dict[str, Any]:
-    """The re-measurement of a busy trial, as user attributes: ``remeasured`` (both
-    measurements' outside share and value, which was kept) and ``unreliable`` when the kept
-    one was still measured on a busy machine."""
-    if not result.remeasured:
-        return {}
-    return {"remeasured": result.remeasured, "unreliable": bool(result.busy_host)}
+    """A busy trial's outcome, as user attributes: ``remeasured`` (both measurements' outside
+    share and value, which was kept) when it was measured again, and ``unreliable`` when the
+    measurement kept was taken on a busy machine."""
+    attrs: dict[str, Any] = {}
+    if result.remeasured:
+        attrs["remeasured"] = result.remeasured
+    if result.remeasured or (result.status == OK and result.busy_host):
+        attrs["unreliable"] = bool(result.busy_host)
+    return attrs

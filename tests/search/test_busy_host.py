@@ -88,3 +88,21 @@ def test_a_quiet_study_says_no_trial_was_flagged(tmp_path):
     run_study(settings, measure_fn=_measurements((100.0, 0.05), (90.0, 0.1)), hardware=HOST)
     study = optuna.load_study(study_name="t", storage=settings.storage)
     assert machine_load(summarize(study)).endswith("quiet enough, no trial flagged")
+
+
+def test_a_machine_that_stays_busy_is_not_measured_twice_for_ever(tmp_path):
+    # every measurement busy: two re-measurements in vain, then the third trial is marked
+    # unreliable without a second measurement
+    measure = _measurements(*[(100.0, 0.9)] * 5)
+    settings = dataclasses.replace(
+        _one_config(tmp_path, trials=3),
+        space=SearchSpace(num_workers=(0, 0), batch_size=(8, 24), pin_memory=(False,)),
+    )
+    run_study(settings, measure_fn=measure, hardware=HOST)
+
+    assert len(measure.calls) == 5
+    trials = optuna.load_study(study_name="t", storage=settings.storage).trials
+    assert [t.user_attrs["unreliable"] for t in trials] == [True, True, True]
+    assert ["remeasured" in t.user_attrs for t in trials] == [True, True, False]
+    assert "unreliable: trial 0, 1, 2" in machine_load(summarize(optuna.load_study(
+        study_name="t", storage=settings.storage)))  # fmt: skip
