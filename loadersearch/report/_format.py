@@ -128,7 +128,8 @@ def machine_load(summary: Summary) -> str | None:
     )
     again = [r for r in rows if r.get("remeasured")]
     unreliable = sorted(r["trial"] for r in rows if r.get("unreliable"))
-    others = [r for r in rows if r.get("busy_host") and r["state"] != "complete"]
+    # a pruned trial lost on speed, which a busy machine lowers; an infeasible one did not
+    others = [r for r in rows if r.get("busy_host") and r["state"] == "pruned"]
     if again:
         text += f"; {len(again)} measured on a busy machine were measured again"
     if unreliable:
@@ -136,7 +137,7 @@ def machine_load(summary: Summary) -> str | None:
             str(n) for n in unreliable
         )
     if others:
-        text += f"; {len(others)} pruned or infeasible on a busy machine"
+        text += f"; {len(others)} pruned on a busy machine"
     if not again and not unreliable and not others:
         text += ": quiet enough, no trial flagged"
     return text
