@@ -241,10 +241,33 @@ def trial_note(trial: optuna.trial.FrozenTrial, ctx: NoteContext) -> str:
         parts.append(f"**Not measured**: {ua['surplus']}.")
     elif kind == FAILED:
         parts.append(f"**Failed**: {ua.get('message') or 'no result (see the run log)'}.")
+    busy = _busy(ua) if kind in (COMPLETE, PRUNED) else None
+    if busy:
+        parts.append(busy)
     measured = _measured(trial)
     if measured:
         parts.append(measured)
     return "\n\n".join(parts)
+
+
+def _busy(ua: dict[str, Any]) -> str | None:
+    """What a busy machine did to a trial's measurement (measure.hostload), or None."""
+    again = ua.get("remeasured")
+    if not ua.get("busy_host") and not again:
+        return None
+    first = f"{(again or {}).get('first_outside_share') or 0:.0%}"
+    if again and not ua.get("unreliable"):
+        return (
+            f"**Measured again**: the first measurement ran on a busy machine (other processes "
+            f"used {first} of the CPUs, {again.get('first_objective')} img/s); the quieter "
+            f"second one ({ua.get('outside_share', 0):.0%}) is the value."
+        )
+    share = f"{ua.get('outside_share') or 0:.0%}"
+    tail = (
+        f" It was measured twice (first {first} busy)." if again else ""
+    ) + " Its value may be low because of the machine, not the configuration."
+    label = "Unreliable" if ua.get("unreliable") else "Busy machine"
+    return f"**{label}**: other processes used {share} of the CPUs while it measured.{tail}"
 
 
 def _pruned(trial: optuna.trial.FrozenTrial, ctx: NoteContext) -> str:

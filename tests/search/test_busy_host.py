@@ -81,6 +81,13 @@ def test_a_trial_still_busy_the_second_time_is_unreliable_and_the_report_says_so
     assert "median over 2 trials" in text and "worst 60%, trial 1" in text
     assert "1 measured on a busy machine were measured again" in text
     assert "unreliable: trial 1" in text
+    # the trial's note in optuna-dashboard says it too
+    from loadersearch.report._notes import NoteContext, trial_note
+
+    note = trial_note(busy, NoteContext.of(study))
+    assert "**Unreliable**: other processes used 60% of the CPUs" in note
+    assert "measured twice (first 90% busy)" in note
+    assert "Unreliable" not in trial_note(quiet, NoteContext.of(study))
 
 
 def test_a_quiet_study_says_no_trial_was_flagged(tmp_path):
