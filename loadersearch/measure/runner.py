@@ -280,7 +280,8 @@ def _record_host_load(result: MeasureResult, meter: HostLoadMeter) -> None:
     result.outside_load = load.outside_load
     result.outside_share = load.outside_share
     result.steal_share = load.steal_share
-    result.busy_host = load.busy()
+    # a rate the machine may have lowered: a failed measurement has none
+    result.busy_host = result.status in (OK, PRUNED) and load.busy()
     if result.busy_host:
         result.notes.append(
             f"measured on a busy machine: {load.describe()}; the figures may be low because "

@@ -86,22 +86,23 @@ def _background_share() -> float:
 
 def test_the_measurements_own_workers_are_not_outside_load(tiny_dataset):
     # Two loader workers decoding JPEGs keep both CPUs busy: all of it is the measurement's.
-    # Other test suites share this machine, so a flagged measurement fails the test only when
-    # the machine was quiet just before it; up to 4 tries for a quiet-enough moment.
-    flagged_on_quiet, seen = 0, []
-    for _ in range(4):
+    # Other test suites share this machine, so the outside share during the measurement is
+    # compared with the machine's own just before and after it (nothing of this test runs
+    # then): counting the workers as outside would add most of two CPUs to it.
+    seen = []
+    for _ in range(3):  # a burst of other work during one try: try again
         before = _background_share()
         out = _measure(tiny_dataset, "loader", 2)
-        seen.append((round(before, 2), round(out["outside_share"], 2)))
-        if not out["busy_host"]:
-            assert out["cpu_util_mean"] > 50  # the measurement itself was busy
+        after = _background_share()
+        seen.append((round(before, 2), round(out["outside_share"], 2), round(after, 2)))
+        assert out["cpu_util_mean"] > 20  # the measurement itself ran
+        # what others used and what the measurement used cannot add up to more than the CPUs
+        # (on a saturated machine too): the workers were not counted twice
+        cpus = len(os.sched_getaffinity(0))
+        assert out["outside_load"] + out["cpu_util_mean"] / 100 <= cpus + 0.25, out
+        if not out["busy_host"] or out["outside_share"] <= max(before, after) + 0.15:
             return
-        flagged_on_quiet += before < 0.25
-        if flagged_on_quiet >= 2:
-            break
-    if flagged_on_quiet < 2:
-        pytest.skip(f"this machine stayed busy (outside share before, during): {seen}")
-    raise AssertionError(f"flagged while the machine was quiet (before, during): {seen}")
+    raise AssertionError(f"outside share (before, during, after) {seen}: workers counted?")
 
 
 def test_the_flag_follows_the_share_of_the_cpus_and_steal(monkeypatch):
