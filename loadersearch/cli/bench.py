@@ -171,6 +171,16 @@ def bench(
         click.echo(json.dumps({**result.to_dict(), "skipped_samples": data.to_dict()}, indent=2))
     else:
         render(result, spec, plan, Console())
+    if result.ok and shm.need_bytes and result.shm_peak_bytes is not None:
+        from loadersearch.measure.shm import fmt_bytes
+
+        err.print(
+            f"/dev/shm: {fmt_bytes(result.shm_peak_bytes)} at the measured peak (sampled, "
+            f"machine-wide), against the estimate of {fmt_bytes(shm.need_bytes)} with every "
+            "prefetched batch waiting",
+            soft_wrap=True,
+            highlight=False,
+        )
     if result.busy_host:
         err.print(
             f"[yellow]warning:[/] measured on a busy machine: other processes used "
