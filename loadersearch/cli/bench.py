@@ -45,9 +45,17 @@ def _fmt_bytes(n: float | None) -> str:
     "bench",
     epilog="""\b
 Exit codes: 0 measured; 1 error (bad dataset or sample, a crash); 2 invalid options or
-configuration; 3 infeasible (over the VRAM cap, a DataLoader worker killed, a hang cut by
---timeout, the process killed); 130 Ctrl-C (the measuring processes are killed first).
-With --json the result is printed as JSON in every case, with the same exit codes.""",
+configuration; 3 infeasible (over the VRAM cap, /dev/shm full, a DataLoader worker killed, a
+hang cut by --timeout, the process killed); 130 Ctrl-C (the measuring processes are killed
+first). With --json the result is printed as JSON in every case, with the same exit codes.
+
+\b
+/dev/shm: bench says its size and free space first, and what the configuration's batches in
+flight need there (batch bytes x num_workers x prefetch_factor); a container's 64 MiB is
+often too little (docker run --shm-size=8g or --ipc=host).
+\b
+A busy machine: the CPU other processes used while measuring is shown ("machine"), with a
+warning when it was at least LOADERSEARCH_BUSY_SHARE (0.25) of the CPUs.""",
 )
 @workload_options
 @click.option("--num-workers", type=click.IntRange(min=0), default=0, show_default=True)

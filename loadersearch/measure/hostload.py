@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import psutil
 
+from loadersearch.errors import LoaderSearchError
 from loadersearch.measure.probes import tree_cpu_seconds
 
 BUSY_SHARE_ENV = "LOADERSEARCH_BUSY_SHARE"
@@ -31,18 +32,22 @@ STEAL_SHARE = 0.10  # steal time, as a share of the CPUs' time, that flags one
 
 
 def busy_share() -> float:
-    """The outside-load threshold: ``$LOADERSEARCH_BUSY_SHARE`` or :data:`BUSY_SHARE`."""
+    """The outside-load threshold: ``$LOADERSEARCH_BUSY_SHARE`` or :data:`BUSY_SHARE`.
+    Raises :class:`LoaderSearchError` (bad input) naming the variable when it is not a
+    positive number."""
     text = os.environ.get(BUSY_SHARE_ENV)
     if not text:
         return BUSY_SHARE
     try:
         share = float(text)
     except ValueError:
-        raise ValueError(
-            f"{BUSY_SHARE_ENV}={text!r} is not a number; give a share of the CPUs, e.g. 0.25."
-        ) from None
-    if not 0 < share:
-        raise ValueError(f"{BUSY_SHARE_ENV} must be positive but got {share}.")
+        share = float("nan")
+    if not share > 0:  # also NaN
+        raise LoaderSearchError(
+            f"{BUSY_SHARE_ENV}={text!r} is not a positive number; give the share of the CPUs "
+            "that other processes may use before a measurement is flagged, e.g. 0.25 (a value "
+            "above 1 never flags)."
+        )
     return share
 
 

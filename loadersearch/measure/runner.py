@@ -36,7 +36,7 @@ from loadersearch.config import LoaderConfig, MeasurePlan, WorkloadSpec
 from loadersearch.limits import limit_problem
 from loadersearch.measure.failures import classify_exit
 from loadersearch.measure.forkserver import ForkedChild, ForkServerTimeout, server_for_one
-from loadersearch.measure.hostload import HostLoadMeter
+from loadersearch.measure.hostload import HostLoadMeter, busy_share
 from loadersearch.measure.result import (
     ERROR,
     INFEASIBLE,
@@ -109,6 +109,7 @@ def measure(
     same holds for an exception raised by ``on_window``.
     """
     _become_subreaper()
+    busy_share()  # a bad $LOADERSEARCH_BUSY_SHARE is refused before anything runs
     if workload.data is None and workload.pipeline is None:
         # generate the default dataset here, not inside the timed child
         from loadersearch.workload.synthetic import default_dataset

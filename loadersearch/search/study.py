@@ -571,6 +571,7 @@ def _run_study(
     import optuna
 
     from loadersearch.hardware import fingerprint
+    from loadersearch.measure.hostload import busy_share
     from loadersearch.search.budget import optimize_to_total
     from loadersearch.storage import open_storage, resolve_storage_url, study_lock
     from loadersearch.workload import check_data
@@ -580,6 +581,7 @@ def _run_study(
     progress = progress or Progress()
     optuna.logging.set_verbosity(optuna.logging.WARNING)
 
+    busy_share()  # a bad $LOADERSEARCH_BUSY_SHARE is refused before anything is created
     # The whole dataset is checked before a study or a trial exists for it: a bad dataset
     # stops here, creating nothing.
     data = check_data(settings.workload)

@@ -12,6 +12,7 @@ import time
 import psutil
 import pytest
 
+from loadersearch.errors import LoaderSearchError
 from loadersearch.measure.hostload import BUSY_SHARE_ENV, HostLoad, HostLoadMeter, busy_share
 
 # On this 2-core machine other test suites run beside ours: a threshold of 3/4 of the CPUs is
@@ -113,6 +114,7 @@ def test_the_flag_follows_the_share_of_the_cpus_and_steal(monkeypatch):
     assert HostLoad(wall_s=10.0, cpus=4, outside_cpu_s=0.0, steal_s=4.0).busy()  # 10 % steal
     monkeypatch.setenv(BUSY_SHARE_ENV, "0.05")
     assert busy_share() == 0.05 and quiet.busy()
-    monkeypatch.setenv(BUSY_SHARE_ENV, "lots")
-    with pytest.raises(ValueError, match="LOADERSEARCH_BUSY_SHARE"):
-        busy_share()
+    for bad in ("lots", "0", "-1", "nan"):
+        monkeypatch.setenv(BUSY_SHARE_ENV, bad)
+        with pytest.raises(LoaderSearchError, match="LOADERSEARCH_BUSY_SHARE=.* is not a pos"):
+            busy_share()
