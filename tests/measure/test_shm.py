@@ -50,7 +50,7 @@ import json, sys
 from loadersearch.config import LoaderConfig, MeasurePlan, WorkloadSpec
 from loadersearch.measure import measure
 from loadersearch.measure.shm import shm_space
-spec = WorkloadSpec(kind="loader", data=sys.argv[1], img_size=128, device="cpu")
+spec = WorkloadSpec(kind="loader", data=sys.argv[1], img_size=256, device="cpu")
 plan = MeasurePlan(epochs=1, steps=2, windows_per_epoch=1, warmup_epochs=0, timeout_s=120)
 out = {"shm": shm_space().size_bytes}
 for workers in (2, 0):
@@ -68,7 +68,7 @@ def test_under_a_1_mib_dev_shm_workers_are_infeasible_shm_full_and_0_workers_mea
     assert done.returncode == 0, done.stderr
     out = json.loads(done.stdout.strip().splitlines()[-1])
     assert out["shm"] == MiB
-    # a batch of 16 images at 128 px is 768 KiB: two workers, a batch each, do not fit
+    # a batch of 16 images at 256 px is 3 MiB: no worker can hand one over in 1 MiB
     status, reason, message = out["2"]
     assert (status, reason) == ("infeasible", "shm_full"), message
     assert "/dev/shm ran out (1.0 MiB in all)" in message and "--shm-size" in message
