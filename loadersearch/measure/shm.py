@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from loadersearch.config import LoaderConfig, WorkloadSpec
+    from loadersearch.config import WorkloadSpec
 
 SHM_DIR = "/dev/shm"
 DEFAULT_PREFETCH = 2  # PyTorch's prefetch_factor when workers run and none is given
@@ -90,15 +90,6 @@ def inflight_bytes(one_batch: int, num_workers: int, prefetch_factor: int | None
     return one_batch * num_workers * (prefetch_factor or DEFAULT_PREFETCH)
 
 
-def config_inflight(spec: WorkloadSpec, config: LoaderConfig, img_size: int | None) -> int | None:
-    """:func:`inflight_bytes` of ``config`` on ``spec``, or None when a batch's size is
-    unknown (your own pipeline)."""
-    one = batch_bytes(spec, config.batch_size, img_size)
-    if one is None:
-        return None
-    return inflight_bytes(one, config.num_workers, config.prefetch_factor)
-
-
 def shm_warning(space: ShmSpace | None, need: int | None, what: str) -> str | None:
     """A warning when ``need`` bytes (``what``: e.g. "the largest configuration, 8 workers x
     batch 64 x prefetch 8") exceed /dev/shm's free space, else None."""
@@ -135,6 +126,8 @@ class ShmCheck:
             return "/dev/shm: none here (DataLoader workers use the file system instead)"
         if self.need_bytes is None:
             need = f"{self.what}: batch size unknown until measured (see shm_peak_bytes)"
+        elif self.need_bytes == 0:
+            need = f"{self.what} needs none"
         else:
             need = f"{self.what} needs about {fmt_bytes(self.need_bytes)}"
         return f"{self.space.describe()}; {need}"

@@ -8,11 +8,11 @@ import sys
 
 from helpers.small_shm import skip_without_private_mounts, under_small_shm
 
-from loadersearch.config import LoaderConfig, WorkloadSpec
+from loadersearch.config import WorkloadSpec
 from loadersearch.measure.shm import (
     ShmSpace,
     batch_bytes,
-    config_inflight,
+    check_shm,
     inflight_bytes,
     shm_space,
     shm_warning,
@@ -31,8 +31,18 @@ def test_a_built_in_batch_is_its_uint8_images_and_boxes():
     spec = WorkloadSpec(kind="loader")
     one = batch_bytes(spec, 16, 416)
     assert 16 * 3 * 416 * 416 <= one <= 16 * 3 * 416 * 416 * 1.01
-    config = LoaderConfig(num_workers=8, batch_size=16, prefetch_factor=4)
-    assert config_inflight(spec, config, 416) == one * 8 * 4
+    check = check_shm(spec, "cuda", num_workers=8, batch_size=16, prefetch_factor=4)
+    assert check.need_bytes == one * 8 * 4
+    assert "this configuration (8 workers x batch 16 x prefetch 4) needs about" in check.line()
+    ranks = WorkloadSpec(kind="loader", gpus=2)
+    largest = check_shm(ranks, "cuda", num_workers=8, batch_size=16, prefetch_factor=4,
+                        largest=True)  # fmt: skip
+    assert largest.need_bytes == 2 * one * 8 * 4  # every rank has its workers
+    assert "the largest configuration (8 workers x batch 16 x prefetch 4 x 2 ranks)" in \
+        largest.line()  # fmt: skip
+    none = check_shm(spec, "cuda", num_workers=0, batch_size=16, prefetch_factor=None)
+    assert none.need_bytes == 0
+    assert none.line().endswith("this configuration (no workers) needs none")
 
 
 def test_the_warning_names_the_need_the_space_and_the_fix():
