@@ -22,6 +22,7 @@ from loadersearch.report._format import (
     baseline_header,
     duration,
     epoch_time,
+    machine_load,
     winner_evidence,
 )
 from loadersearch.report._html import write_report
@@ -46,6 +47,7 @@ __all__ = [
     "epoch_time",
     "importances",
     "load_best",
+    "machine_load",
     "note_trial",
     "open_study",
     "publish",
