@@ -245,7 +245,7 @@ def render(d, written: list[str], console) -> None:  # noqa: ANN001
         f"[bold {color.get(d.verdict, 'white')}]{d.summary}[/]", soft_wrap=True, highlight=False
     )
     table = Table(title="measurements (images/s, projected full epoch)", title_justify="left")
-    for col in ("measurement", "config", "img/s", "data wait", "window CV"):
+    for col in ("measurement", "config", "img/s", "data wait", "window CV", "outside CPU"):
         table.add_column(col, justify="left" if col in ("measurement", "config") else "right")
     for m in d.measurements.values():
         if m.name.startswith("loader-w"):
@@ -254,6 +254,8 @@ def render(d, written: list[str], console) -> None:  # noqa: ANN001
         table.add_row(
             m.name, m.config.label(), rate, f"{100 * m.wait_fraction:.0f}%",
             f"{100 * m.window_cv:.1f}%",
+            "" if m.outside_share is None
+            else f"{100 * m.outside_share:.0f}%" + (" busy" if m.busy_host else ""),
         )  # fmt: skip
     console.print(table)
     console.print(

@@ -66,6 +66,10 @@ class Measurement:
     window_cv: float
     device: str
     windows: int = 0  # measured windows behind the rate (its noise: window_cv / sqrt(windows))
+    # CPUs' share used by processes outside the measurement while it ran (measure.hostload),
+    # and whether that flagged it as measured on a busy machine
+    outside_share: float | None = None
+    busy_host: bool = False
     timeline: Timeline | None = None
     page_cache: dict[str, Any] | None = None  # cold: what mincore said after each eviction
     residency_before: float | None = None  # warm: the dataset's share in memory before
@@ -275,6 +279,8 @@ class _Runner:
             window_cv=result.window_cv,
             device=result.device,
             windows=len(result.windows),
+            outside_share=result.outside_share,
+            busy_host=result.busy_host,
             timeline=tl,
             page_cache=result.page_cache,
             residency_before=residency_before,
@@ -427,7 +433,15 @@ def _diagnose(
     _whatif(d, target_rate)
     _conclude(d)
     d.load_after = os.getloadavg()[0]
-    if max(d.load_before, d.load_after) > cpus:
+    busy = [m for m in d.measurements.values() if m.busy_host]
+    if busy:
+        d.notes.append(
+            "measured while other processes used the CPUs: "
+            + ", ".join(f"{m.name} {_pct(m.outside_share or 0.0)}" for m in busy)
+            + " of them: those figures may be low, and differences between them partly the "
+            "machine's; diagnose again on a quieter machine to be sure"
+        )
+    elif max(d.load_before, d.load_after) > cpus:
         d.notes.append(
             f"the machine was loaded by other work (load average {d.load_before:.1f} before, "
             f"{d.load_after:.1f} after, {cpus} CPUs): the figures are noisier than on an idle "
@@ -657,6 +671,8 @@ def _conclude(d: Diagnosis) -> None:
         f"options, each measured here: {', '.join(said(r) for r in helps)}"
         if helps
         else "no remedy measured here helped"
+        if any(name.startswith("remedy: ") for name in d.measurements)
+        else "remedies not measured (--no-remedies)"
     )
     if rest:
         options += f" (no clear gain: {', '.join(said(r) for r in rest)})"
