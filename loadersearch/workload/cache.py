@@ -45,7 +45,7 @@ from typing import Any
 
 import numpy as np
 
-from loadersearch.errors import DiskFullError, LoaderSearchError
+from loadersearch.errors import DatasetError, DiskFullError
 
 log = logging.getLogger(__name__)
 
@@ -57,8 +57,9 @@ SUFFIX = ".lscache"
 RAM_SHARE = 0.5  # a RAM cache may take at most this share of the memory available now
 
 
-class CacheError(LoaderSearchError):
-    """A cache cannot be built or used here; the message names the reason and the fix."""
+class CacheError(DatasetError):
+    """A cache cannot be built or used here; the message names the reason and the fix (a
+    DatasetError: every configuration would meet it, so a study stops on it)."""
 
 
 @dataclass(frozen=True)

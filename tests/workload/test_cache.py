@@ -179,3 +179,16 @@ def test_workload_spec_checks_the_cache_option():
         WorkloadSpec(cache="disk")
     with pytest.raises(ValueError, match="cache"):
         WorkloadSpec(cache="ram", kind="loader", pipeline={"dataset": "m:make"})
+
+
+def test_a_measurement_uses_the_cache_its_configuration_names(tiny_dataset, tmp_path, monkeypatch):
+    from loadersearch.config import LoaderConfig, MeasurePlan
+    from loadersearch.measure import measure
+
+    monkeypatch.setenv(cache.CACHE_ENV, str(tmp_path))
+    spec = WorkloadSpec(kind="loader", data=tiny_dataset, img_size=SIZE, device="cpu")
+    plan = MeasurePlan(epochs=1, steps=2, windows_per_epoch=1, warmup_steps=1)
+    result = measure(spec, LoaderConfig(0, 4, cache="memmap"), plan)
+    assert result.ok, result.message
+    assert any(n.startswith("memmap cache: 16 images") for n in result.notes)
+    assert len(list(tmp_path.glob("*.lscache"))) == 1  # built by the parent, before the child
