@@ -76,7 +76,7 @@ class BaselineResult:
 class CacheAnswer:
     """The winner's image cache (ram or memmap): its one-time cost next to what it saves."""
 
-    mode: str  # ram | memmap
+    mode: str  # ram | memmap; none when the study searched the cache and none won
     build_s: float | None  # memmap: seconds its one build took (once per dataset and size)
     bytes: int | None  # on disk (memmap) or in memory (ram)
     without: str | None = None  # the best configuration without a cache, its label
@@ -244,8 +244,10 @@ def _cache_answer(
     if winner is None:
         return None
     mode = winner_cache(attrs, winner.config)
+    searched = (attrs.get("spec") or {}).get("space", {}).get("cache") or []
     if mode == "none":
-        return None
+        # a study that searched the cache says that its winner reads the files as they are
+        return CacheAnswer(mode="none", build_s=None, bytes=None) if searched else None
     record = (attrs.get("caches") or {}).get(mode) or {}
     answer = CacheAnswer(mode=mode, build_s=record.get("build_s"), bytes=record.get("bytes"))
     uncached = [t for t in ranked if trial_config(t, fixed).cache == "none"]

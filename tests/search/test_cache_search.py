@@ -66,7 +66,8 @@ def test_search_cache_is_refused_with_a_fixed_cache_or_a_pipeline(tmp_path):
         resolve_settings(None, overrides, hardware=HOST, storage="sqlite://")
 
 
-def test_the_summary_names_the_cache_its_cost_and_its_saving(tiny_dataset, tmp_path, monkeypatch):
+def _cache_study(tiny_dataset, tmp_path, monkeypatch, rates):  # noqa: ANN001, ANN202
+    """A study of 6 trials searching none and memmap, measured at ``rates[cache]``."""
     from loadersearch.search.study import run_study
 
     monkeypatch.setenv("LOADERSEARCH_CACHE_DIR", str(tmp_path / "caches"))
@@ -78,13 +79,24 @@ def test_the_summary_names_the_cache_its_cost_and_its_saving(tiny_dataset, tmp_p
         baselines=False,
     )
 
-    def measure(workload, config, plan, **kw):  # memmap reads 4x faster here
-        rate = 400.0 if workload.cache == "memmap" else 100.0
-        result = steady_measure(rate)(workload, config, plan, **kw)
+    def measure(workload, config, plan, **kw):  # noqa: ANN001, ANN003
+        result = steady_measure(rates[workload.cache])(workload, config, plan, **kw)
         return dataclasses.replace(result, dataset_images=16)
 
-    outcome = run_study(settings, measure_fn=measure, hardware=HOST)
-    study = outcome.study
+    return settings, run_study(settings, measure_fn=measure, hardware=HOST).study
+
+
+def test_a_study_whose_winner_reads_no_cache_says_so(tiny_dataset, tmp_path, monkeypatch):
+    rates = {"none": 300.0, "memmap": 100.0}
+    settings, study = _cache_study(tiny_dataset, tmp_path, monkeypatch, rates)
+    summary = summarize(open_study(settings.storage, study.study_name))
+    assert summary.winner.config.cache == "none" and summary.cache.mode == "none"
+    assert cache_line(summary).startswith("no cache")
+
+
+def test_the_summary_names_the_cache_its_cost_and_its_saving(tiny_dataset, tmp_path, monkeypatch):
+    rates = {"none": 100.0, "memmap": 400.0}  # memmap reads 4x faster here
+    settings, study = _cache_study(tiny_dataset, tmp_path, monkeypatch, rates)
     assert study.user_attrs["caches"]["memmap"]["images"] == 16  # built before the trials
     study.set_user_attr("caches", {"memmap": {"mode": "memmap", "build_s": 3.0, "bytes": 2**20}})
     summary = summarize(open_study(settings.storage, study.study_name))
