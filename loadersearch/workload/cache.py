@@ -272,6 +272,44 @@ def _info(path: Path, header: dict[str, Any], *, built: bool) -> CacheInfo:
     )
 
 
+PARALLEL_FROM = 64  # images: below this a build decodes in the calling thread alone
+BUILD_WORKERS = 8  # at most this many threads decode a build
+
+
+def _decoded(task: tuple[str, int, float]) -> tuple[np.ndarray | None, str | None]:
+    """One image of a build, ``(pixels, None)``, or ``(None, reason)`` when it cannot be
+    decoded: what a build worker sends back."""
+    from loadersearch.workload.datasets.decode import SampleError, decode
+
+    full, img_size, io_ms = task
+    if io_ms > 0:  # emulated slow storage: each file read once, at this latency
+        time.sleep(io_ms / 1000.0)
+    try:
+        return _resized(decode(full), img_size), None
+    except SampleError as e:
+        return None, e.reason
+
+
+def _decode_all(
+    root: str, paths: Sequence[str], img_size: int, io_ms: float
+) -> Iterator[tuple[np.ndarray | None, str | None]]:
+    """Every image decoded and scaled, in order: in the calling thread for a small dataset,
+    else by up to :data:`BUILD_WORKERS` threads, one per CPU (PIL's decoders and resampling
+    release the GIL; no process is started, so no ``__main__`` is imported again)."""
+    tasks = [(os.path.join(root, rel), img_size, io_ms) for rel in paths]
+    workers = min(os.cpu_count() or 1, BUILD_WORKERS)
+    if len(tasks) < PARALLEL_FROM or workers < 2:
+        yield from map(_decoded, tasks)
+        return
+    from concurrent.futures import ThreadPoolExecutor
+
+    pool = ThreadPoolExecutor(workers, thread_name_prefix="loadersearch-cache")
+    try:
+        yield from pool.map(_decoded, tasks)
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
 def _build(
     path: Path,
     root: str,
@@ -281,7 +319,7 @@ def _build(
     skip_bad_samples: bool,
     io_ms: float = 0.0,
 ) -> dict[str, Any]:
-    from loadersearch.workload.datasets.decode import SampleError, decode
+    from loadersearch.workload.datasets.decode import SampleError
 
     n = len(paths)
     index_bytes = n * 3 * 8
@@ -300,15 +338,12 @@ def _build(
         with os.fdopen(fd, "wb") as f:
             offset = HEADER_BYTES + index_bytes
             f.seek(offset)
-            for i, rel in enumerate(paths):
-                full = os.path.join(root, rel)
-                if io_ms > 0:  # emulated slow storage: each file read once, at this latency
-                    time.sleep(io_ms / 1000.0)
-                try:
-                    pixels = _resized(decode(full), img_size)
-                except SampleError:
+            decoded = _decode_all(root, paths, img_size, io_ms)
+            for i, (pixels, reason) in enumerate(decoded):
+                if pixels is None:
                     if not skip_bad_samples:
-                        raise
+                        decoded.close()  # stops the build workers
+                        raise SampleError(os.path.join(root, paths[i]), str(reason))
                     continue  # height 0: the dataset skips it as it would without a cache
                 index[i] = (offset, pixels.shape[0], pixels.shape[1])
                 f.write(pixels.tobytes())

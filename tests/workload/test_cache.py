@@ -192,3 +192,31 @@ def test_a_measurement_uses_the_cache_its_configuration_names(tiny_dataset, tmp_
     assert result.ok, result.message
     assert any(n.startswith("memmap cache: 16 images") for n in result.notes)
     assert len(list(tmp_path.glob("*.lscache"))) == 1  # built by the parent, before the child
+
+
+def test_a_large_build_decodes_in_threads_to_the_same_file(
+    tiny_dataset, tmp_path, monkeypatch
+):
+    serial = _memmap(tiny_dataset, tmp_path / "serial")
+    monkeypatch.setattr(cache, "PARALLEL_FROM", 4)  # 16 images: a "large" dataset
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    parallel = _memmap(tiny_dataset, tmp_path / "parallel")
+    a, b = cache.MemmapImages(serial.path), cache.MemmapImages(parallel.path)
+    for i in range(16):
+        np.testing.assert_array_equal(a.array(i), b.array(i))
+
+
+def test_an_undecodable_image_stops_the_build_naming_it_unless_skipped(tiny_dataset, tmp_path):
+    from loadersearch.errors import BadSampleError
+
+    root = _copy(tiny_dataset, tmp_path / "data")
+    bad = sorted((root / "images").iterdir())[2]
+    bad.write_bytes(b"not a jpeg")
+    with pytest.raises(BadSampleError, match=bad.name):
+        _memmap(str(root), tmp_path / "c")
+    assert not list((tmp_path / "c").glob("*.lscache"))
+    index = read_index(str(root))
+    info = cache.ensure_memmap(
+        index.root, index.paths, SIZE, directory=tmp_path / "c", skip_bad_samples=True
+    )
+    assert cache.MemmapImages(info.path).array(2) is None
