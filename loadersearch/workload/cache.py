@@ -418,7 +418,7 @@ class MemmapImages:
         from PIL import Image
 
         pixels = self.array(i)
-        return None if pixels is None else Image.fromarray(np.asarray(pixels), "RGB")
+        return None if pixels is None else Image.fromarray(np.asarray(pixels))  # (h, w, 3): RGB
 
 
 # -- ram ----------------------------------------------------------------------------------------
