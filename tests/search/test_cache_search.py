@@ -11,7 +11,7 @@ import pytest
 from search_helpers import HOST, quick_settings, run_cli, steady_measure
 
 from loadersearch.config import LoaderConfig, WorkloadSpec
-from loadersearch.report import cache_line, open_study, summarize
+from loadersearch.report import answer_python, cache_line, open_study, summarize
 from loadersearch.search.objective import workload_for
 from loadersearch.search.settings import Overrides, SpecError, resolve_settings
 from loadersearch.search.space import SearchSpace, SpaceError
@@ -107,6 +107,7 @@ def test_the_summary_names_the_cache_its_cost_and_its_saving(tiny_dataset, tmp_p
     assert n == 16 and c.saved_per_epoch_s == pytest.approx(n / 100.0 - n / 400.0)
     line = cache_line(summary)
     assert "built once in 3.00 s" in line and "per epoch" in line and "pays for itself" in line
+    assert answer_python(summary).endswith("# measured reading the images from the memmap cache")
     assert study.user_attrs["spec"]["space"]["cache"] == ["none", "memmap"]
     assert isinstance(optuna.load_study(study_name="t", storage=settings.storage), optuna.Study)
 
