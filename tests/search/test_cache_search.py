@@ -108,6 +108,13 @@ def test_the_summary_names_the_cache_its_cost_and_its_saving(tiny_dataset, tmp_p
     line = cache_line(summary)
     assert "built once in 3.00 s" in line and "per epoch" in line and "pays for itself" in line
     assert answer_python(summary).endswith("# measured reading the images from the memmap cache")
+    # the same line on the report page and in the study's note in optuna-dashboard
+    from loadersearch.report import importances
+    from loadersearch.report._html import _answer
+    from loadersearch.report._notes import study_note
+
+    assert 'id="cache"' in _answer(summary) and "pays for itself" in _answer(summary)
+    assert "Memmap cache: built once in 3.00 s" in study_note(summary, importances(study))
     assert study.user_attrs["spec"]["space"]["cache"] == ["none", "memmap"]
     assert isinstance(optuna.load_study(study_name="t", storage=settings.storage), optuna.Study)
 
