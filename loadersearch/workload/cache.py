@@ -55,6 +55,7 @@ HEADER_BYTES = 16384
 CACHE_ENV = "LOADERSEARCH_CACHE_DIR"
 SUFFIX = ".lscache"
 RAM_SHARE = 0.5  # a RAM cache may take at most this share of the memory available now
+SHM_DIR = "/dev/shm"  # where a RAM cache's shared memory lives (torch's file descriptors)
 
 
 class CacheError(DatasetError):
@@ -447,7 +448,8 @@ def ram_bytes(root: str, paths: Sequence[str]) -> int:
 
 def check_ram(root: str, paths: Sequence[str]) -> CacheInfo:
     """What a RAM cache of these images would hold, or :class:`CacheError` when it would
-    take more than :data:`RAM_SHARE` of the memory available now."""
+    take more than :data:`RAM_SHARE` of the memory available now, or more than the free
+    shared memory (:data:`SHM_DIR`)."""
     need = ram_bytes(root, paths)
     free = available_memory()
     if free is not None and need > RAM_SHARE * free:
@@ -455,6 +457,17 @@ def check_ram(root: str, paths: Sequence[str]) -> CacheInfo:
             f"a RAM cache of this dataset needs {need / 2**30:.2f} GiB and only "
             f"{free / 2**30:.2f} GiB of memory is available (at most {RAM_SHARE:.0%} of it is "
             "used for a cache): use --cache memmap (on disk, paged in as needed) or none."
+        )
+    try:
+        shm = shutil.disk_usage(SHM_DIR).free
+    except OSError:
+        shm = None
+    if shm is not None and need > shm:
+        raise CacheError(
+            f"a RAM cache of this dataset needs {need / 2**20:,.0f} MiB of shared memory and "
+            f"{SHM_DIR} has {shm / 2**20:,.0f} MiB free (a container's default is 64 MiB: "
+            "docker run --shm-size 8g, or Kubernetes' emptyDir medium Memory): use --cache "
+            "memmap, or give the container more shared memory."
         )
     return CacheInfo(mode="ram", images=len(paths), bytes=need)
 

@@ -166,6 +166,17 @@ def test_a_cache_too_big_for_the_disk_or_memory_is_refused_naming_the_fix(
     monkeypatch.setattr(cache, "available_memory", lambda: 1000)
     with pytest.raises(cache.CacheError, match="--cache memmap"):
         cache.check_ram(index.root, index.paths)
+    monkeypatch.setattr(cache, "available_memory", lambda: None)
+    monkeypatch.setattr(cache, "SHM_DIR", str(tmp_path / "no-shm"))
+    cache.check_ram(index.root, index.paths)  # nothing to compare with: allowed
+    real = shutil.disk_usage
+    monkeypatch.setattr(
+        shutil, "disk_usage", lambda p: shutil._ntuple_diskusage(64 * 2**20, 64 * 2**20 - 10, 10)
+    )
+    monkeypatch.setattr(cache, "SHM_DIR", "/dev/shm")
+    with pytest.raises(cache.CacheError, match="--shm-size"):
+        cache.check_ram(index.root, index.paths)
+    monkeypatch.setattr(shutil, "disk_usage", real)
     monkeypatch.setattr(
         shutil, "disk_usage", lambda p: shutil._ntuple_diskusage(10**9, 10**9 - 10, 10)
     )
@@ -194,9 +205,7 @@ def test_a_measurement_uses_the_cache_its_configuration_names(tiny_dataset, tmp_
     assert len(list(tmp_path.glob("*.lscache"))) == 1  # built by the parent, before the child
 
 
-def test_a_large_build_decodes_in_threads_to_the_same_file(
-    tiny_dataset, tmp_path, monkeypatch
-):
+def test_a_large_build_decodes_in_threads_to_the_same_file(tiny_dataset, tmp_path, monkeypatch):
     serial = _memmap(tiny_dataset, tmp_path / "serial")
     monkeypatch.setattr(cache, "PARALLEL_FROM", 4)  # 16 images: a "large" dataset
     monkeypatch.setattr(os, "cpu_count", lambda: 2)
