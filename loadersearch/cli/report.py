@@ -19,6 +19,7 @@ from loadersearch.report import (
     cache_line,
     duration,
     epoch_time,
+    machine_load,
     winner_evidence,
 )
 
@@ -90,6 +91,9 @@ def render_summary(
             f"pruning saved about {duration(summary.pruning['saved_s'])} of measuring "
             f"({summary.pruning['fraction']:.0%} of the trials' time)"
         )
+    load = machine_load(summary)
+    if load:
+        console.print(f"machine: {load}")
     console.print(
         f"\n[bold green]Winner[/] (trial {w.trial}): {w.config.label()}: "
         f"{winner_evidence(w)}{label}"
@@ -127,6 +131,15 @@ def render_summary(
     for line in answer_lines(summary):
         console.print(f"  {line}", soft_wrap=True, markup=False)
     console.print(f"\nOpen the study: {dashboard_command(storage)}")
+
+
+def _busy_note(row: dict) -> str:
+    """A complete trial measured on a busy machine: its value may be low."""
+    if row.get("unreliable"):
+        return "busy machine: unreliable"
+    if row.get("remeasured"):
+        return "re-measured (busy machine)"
+    return "busy machine" if row.get("busy_host") else ""
 
 
 @click.command("report")
@@ -189,7 +202,7 @@ def report(
             r["baseline"] or "",
             f"{r['wait_fraction']:.0%}" if r["wait_fraction"] is not None else "",
             f"{r['window_cv']:.2f}" if r["window_cv"] is not None else "",
-            (r["reason"] or "") if r["state"] != "complete" else "",
+            (r["reason"] or "") if r["state"] != "complete" else _busy_note(r),
         )
     console.print(table)
     importance = importances(study)

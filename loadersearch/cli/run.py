@@ -107,6 +107,11 @@ def run(spec_file: str | None, quiet: bool, no_wait: bool, **opts: Any) -> None:
     result is stored in the study database (open it with `loadersearch dashboard`). Re-running
     the same command resumes the study.
 
+    A configuration that runs out of /dev/shm (a container's default 64 MiB) is infeasible
+    (shm_full) and the search goes on; the run says at the start what the largest
+    configuration needs there. A trial measured while other processes used at least
+    LOADERSEARCH_BUSY_SHARE (0.25) of the CPUs is measured again, or marked unreliable.
+
     \b
     Your own pipeline instead of YOLOv4-tiny (run where mypkg/ is):
       loadersearch run --dataset mypkg.data:make_dataset --model mypkg.model:make_model \\

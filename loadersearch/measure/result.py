@@ -23,7 +23,8 @@ ERROR = "error"  # a problem that is not the configuration's fault (bad dataset,
 
 # Reasons: why a measurement is INFEASIBLE or an ERROR. Stable strings, stored in studies.
 VRAM_CAP = "vram_cap"  # device memory over the cap (CUDA OOM, or emulated allocation)
-WORKER_KILLED = "worker_killed"  # a DataLoader worker died (SIGBUS when /dev/shm is full, OOM)
+WORKER_KILLED = "worker_killed"  # a DataLoader worker died (killed from outside, OOM killer)
+SHM_FULL = "shm_full"  # /dev/shm ran out (torch's shm allocation, SIGBUS): docker --shm-size
 TIMEOUT = "timeout"  # the child or a DataLoader worker hung past the wall-clock limit
 KILLED = "killed"  # the child itself was killed by a signal
 HOST_OOM = "host_oom"  # host RAM exhausted
@@ -102,6 +103,16 @@ class MeasureResult:
     cpu_util_mean: float | None = None  # % of one core, summed over the process tree
     peak_rss_bytes: int | None = None  # trainer + all DataLoader workers
     shm_peak_bytes: int | None = None  # /dev/shm used, peak during the measurement
+    # The machine while measuring (measure.hostload): CPUs' worth used by processes outside
+    # the measurement, as a number of CPUs and as a share of them; steal time's share; and
+    # whether that was enough to flag the measurement (its figures may be low).
+    outside_load: float | None = None
+    outside_share: float | None = None
+    steal_share: float | None = None
+    busy_host: bool = False
+    # A busy measurement measured again (search.objective.quieter): both outside shares and
+    # values, and which one this result is.
+    remeasured: dict[str, Any] | None = None
     nvml: str = "absent"  # "ok" or why NVML is not available ("absent: no NVIDIA driver")
     notes: list[str] = field(default_factory=list)  # e.g. "VRAM cap does not apply on CPU"
     # Several ranks (DDP): one dict per rank (rank, device, steady_rate, wait_fraction,

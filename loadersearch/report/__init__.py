@@ -23,6 +23,7 @@ from loadersearch.report._format import (
     cache_line,
     duration,
     epoch_time,
+    machine_load,
     winner_evidence,
 )
 from loadersearch.report._html import write_report
@@ -50,6 +51,7 @@ __all__ = [
     "epoch_time",
     "importances",
     "load_best",
+    "machine_load",
     "machines",
     "note_trial",
     "open_study",

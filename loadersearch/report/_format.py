@@ -106,7 +106,41 @@ def noise(summary: Summary) -> str:
     w = summary.winner
     if w is not None and w.confirmed and w.spread is not None:
         parts.append(f"the winner's {w.rounds} re-measurements spread {w.spread:.1%}")
+    load = machine_load(summary)
+    if load:
+        parts.append(load)
     return "; ".join(parts) if parts else "not measured yet"
+
+
+def machine_load(summary: Summary) -> str | None:
+    """How quiet the machine was while the trials measured: the share of the CPUs other
+    processes used (median and worst), the trials measured on a busy machine and measured
+    again, and those still busy then (unreliable). None for a study that did not record it."""
+    rows = [r for r in summary.rows if r.get("outside_share") is not None]
+    if not rows:
+        return None
+    shares = sorted(r["outside_share"] for r in rows)
+    worst = max(rows, key=lambda r: r["outside_share"])
+    text = (
+        f"other processes used {shares[len(shares) // 2]:.0%} of the CPUs while trials measured "
+        f"(median over {len(rows)} trials; worst {worst['outside_share']:.0%}, trial "
+        f"{worst['trial']})"
+    )
+    again = [r for r in rows if r.get("remeasured")]
+    unreliable = sorted(r["trial"] for r in rows if r.get("unreliable"))
+    # a pruned trial lost on speed, which a busy machine lowers; an infeasible one did not
+    others = [r for r in rows if r.get("busy_host") and r["state"] == "pruned"]
+    if again:
+        text += f"; {len(again)} measured on a busy machine were measured again"
+    if unreliable:
+        text += "; measured on a busy machine, so unreliable: trial " + ", ".join(
+            str(n) for n in unreliable
+        )
+    if others:
+        text += f"; {len(others)} pruned on a busy machine"
+    if not again and not unreliable and not others:
+        text += ": quiet enough, no trial flagged"
+    return text
 
 
 def cost(summary: Summary) -> str:

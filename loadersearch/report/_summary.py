@@ -367,6 +367,11 @@ def _rows(trials: list[optuna.trial.FrozenTrial], fixed: dict[str, Any]) -> list
                 "host": ua.get("host"),
                 "repeat_of": ua.get("repeat_of"),
                 "windows_done": ua.get("windows_done"),
+                # the machine while it measured (measure.hostload); None in older studies
+                "outside_share": ua.get("outside_share"),
+                "busy_host": bool(ua.get("busy_host")),
+                "remeasured": ua.get("remeasured") is not None,
+                "unreliable": bool(ua.get("unreliable")),
             }
         )
     rows.sort(key=lambda r: (KINDS.index(r["state"]), -(r["value"] or 0.0), r["trial"]))

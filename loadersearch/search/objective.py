@@ -64,6 +64,9 @@ CONSTRAINT = "feasible"  # trial.set_constraint key: <= 0 feasible
 # What the objective returns, as the study's metric name (optuna-dashboard shows it).
 METRIC_NAME = "images/s (projected full epoch)"
 MAX_CONSECUTIVE_CRASHES = 3
+# Re-measurements of busy trials that were busy again, in a row, after which the machine is
+# taken to stay busy: later busy trials are marked unreliable without measuring them again.
+MAX_FUTILE_REMEASURES = 2
 
 
 class TrialCrash(RuntimeError):
@@ -176,6 +179,11 @@ def result_attrs(result: MeasureResult) -> dict[str, Any]:
         "cpu_util_mean": r(result.cpu_util_mean, 1),
         "peak_rss_bytes": result.peak_rss_bytes,
         "shm_peak_bytes": result.shm_peak_bytes,
+        # the machine while measuring (measure.hostload): others' CPU use, steal, the flag
+        "outside_load": r(result.outside_load, 2),
+        "outside_share": r(result.outside_share, 3),
+        "steal_share": r(result.steal_share, 3),
+        "busy_host": bool(result.busy_host),
         "overhead_s": r(result.overhead_s, 2),
         "warmup_s": r(result.warmup_s, 2),
         "wall_s": r(result.wall_s, 2),
@@ -251,6 +259,7 @@ class Objective:
 
         self.host = host_name()
         self._crashes = 0
+        self._futile_remeasures = 0
 
     def __call__(self, trial: optuna.Trial) -> float:
         import optuna
@@ -282,8 +291,10 @@ class Objective:
             if self.on_measured is not None and result.windows:
                 self.on_measured(trial, result)
 
-        result = self.measure(config, on_window, on_ready, after=after)
+        result = self.measure(config, on_window, on_ready, after=after, trial=trial.number)
         for key, value in result_attrs(result).items():
+            trial.set_user_attr(key, value)
+        for key, value in busy_attrs(result).items():
             trial.set_user_attr(key, value)
 
         if result.status == OK:
@@ -347,10 +358,16 @@ class Objective:
         on_ready: Callable[[MeasureResult], None] | None = None,
         *,
         after: Callable[[MeasureResult], None] | None = None,
+        trial: int | None = None,
     ) -> MeasureResult:
         """Measure ``config`` holding this host's measurement lock. ``after`` runs with the
         result before the lock is released, so that its CPU time (drawing a picture)
-        disturbs no other process's measurement on this host."""
+        disturbs no other process's measurement on this host.
+
+        A measurement flagged as taken on a busy machine (``busy_host``: other processes used
+        a significant share of the CPUs, measure.hostload) is measured once more (``trial``
+        names it in the notice), and the quieter of the two is kept (:func:`quieter`); its
+        windows are not reported again (the pruner saw the first's)."""
         with measurement_lock():
             result = self.measure_fn(
                 workload_for(self.workload, config),
@@ -359,6 +376,63 @@ class Objective:
                 on_window=on_window,
                 on_ready=on_ready,
             )
+            if trial is not None and result.status == OK and result.busy_host:
+                result = self.remeasure_busy(trial, config, result)
             if after is not None:
                 after(result)
             return result
+
+    def remeasure_busy(self, trial: int, config: LoaderConfig, first: MeasureResult
+                       ) -> MeasureResult:  # fmt: skip
+        """Measure a busy trial once more and keep the quieter result; once
+        :data:`MAX_FUTILE_REMEASURES` re-measurements in a row were busy too, the machine
+        stays busy: keep ``first``, marked unreliable (``remeasured`` None)."""
+        share = f"{100 * (first.outside_share or 0):.0f} %"
+        if self._futile_remeasures >= MAX_FUTILE_REMEASURES:
+            self.progress.notice(
+                f"trial {trial} ({config.label()}) was measured on a busy machine (other "
+                f"processes used {share} of the CPUs); the machine stays busy, so it is marked "
+                "unreliable rather than measured again"
+            )
+            return first
+        self.progress.notice(
+            f"trial {trial} ({config.label()}) was measured on a busy machine (other processes "
+            f"used {share} of the CPUs): measuring it again"
+        )
+        again = self.measure_fn(self.workload, config, self.plan)
+        kept = quieter(first, again)
+        self._futile_remeasures = self._futile_remeasures + 1 if kept.busy_host else 0
+        return kept
+
+
+def quieter(first: MeasureResult, again: MeasureResult) -> MeasureResult:
+    """Of a busy measurement and its re-measurement, the one to keep: the re-measurement
+    when it is fine and less busy, else the first. The kept one records ``remeasured`` and the
+    first's outside share (``busy_first``), so the report can say what happened."""
+    keep = first
+    if again.status == OK and (again.outside_share or 0.0) < (first.outside_share or 0.0):
+        keep = again
+
+    def r(x: float | None) -> float | None:
+        return None if x is None else round(float(x), 3)
+
+    keep.remeasured = {
+        "first_outside_share": r(first.outside_share),
+        "first_objective": r(first.objective),
+        "again_outside_share": r(again.outside_share),
+        "again_objective": r(again.objective) if again.status == OK else None,
+        "kept": "again" if keep is again else "first",
+    }
+    return keep
+
+
+def busy_attrs(result: MeasureResult) -> dict[str, Any]:
+    """A busy trial's outcome, as user attributes: ``remeasured`` (both measurements' outside
+    share and value, which was kept) when it was measured again, and ``unreliable`` when the
+    measurement kept was taken on a busy machine."""
+    attrs: dict[str, Any] = {}
+    if result.remeasured:
+        attrs["remeasured"] = result.remeasured
+    if result.remeasured or (result.status == OK and result.busy_host):
+        attrs["unreliable"] = bool(result.busy_host)
+    return attrs

@@ -35,6 +35,7 @@ from loadersearch.measure.result import (
     HOST_OOM,
     INVALID_CONFIG,
     KILLED,
+    SHM_FULL,
     TIMEOUT,
     VRAM_CAP,
     WORKER_KILLED,
@@ -175,6 +176,25 @@ def ranks_notice(settings: StudySettings, hardware: Hardware) -> str:
     else:
         text += f" on {hardware.cpu_count} CPUs (more than the cores, as --space asked)"
     return text + "; --space num_workers=LOW:HIGH changes it."
+
+
+def shm_notices(settings: StudySettings, gpu: bool) -> list[str]:
+    """/dev/shm's size and free space, what the space's largest configuration needs there, and
+    a warning when that is more than the free space (those configurations will be infeasible,
+    reason shm_full)."""
+    from loadersearch.measure.shm import check_shm
+
+    space = settings.space
+    check = check_shm(
+        settings.workload,
+        "cuda" if gpu else "cpu",
+        num_workers=space.num_workers[1],
+        batch_size=space.batch_size[1],
+        prefetch_factor=space.prefetch_factor[1],
+        largest=True,
+    )
+    warning = check.warning()
+    return [check.line(), *([warning] if warning else [])]
 
 
 def make_pruner(name: str, n_windows: int) -> optuna.pruners.BasePruner:
@@ -482,8 +502,9 @@ _INFEASIBLE_ADVICE = {
     VRAM_CAP: "raise --vram-cap, or allow smaller batches (--space batch_size=LOW:HIGH)",
     HOST_OOM: _RAM_ADVICE,
     KILLED: _RAM_ADVICE,
-    WORKER_KILLED: "enlarge /dev/shm (docker --shm-size 8g) or allow fewer workers and "
-    "smaller batches",
+    WORKER_KILLED: "free host RAM or allow fewer workers and smaller batches",
+    SHM_FULL: "enlarge /dev/shm (docker run --shm-size=8g or --ipc=host) or allow fewer "
+    "workers and smaller batches (--space num_workers=0:N)",
     TIMEOUT: "raise --timeout, or look for a DataLoader worker that hangs (--debug)",
     INVALID_CONFIG: "check --fix and --space",
 }
@@ -572,6 +593,7 @@ def _run_study(
     import optuna
 
     from loadersearch.hardware import fingerprint
+    from loadersearch.measure.hostload import busy_share
     from loadersearch.search.budget import optimize_to_total
     from loadersearch.storage import open_storage, resolve_storage_url, study_lock
     from loadersearch.workload import check_data, prepare_cache
@@ -581,6 +603,7 @@ def _run_study(
     progress = progress or Progress()
     optuna.logging.set_verbosity(optuna.logging.WARNING)
 
+    busy_share()  # a bad $LOADERSEARCH_BUSY_SHARE is refused before anything is created
     # The whole dataset is checked before a study or a trial exists for it: a bad dataset
     # stops here, creating nothing.
     data = check_data(settings.workload)
@@ -621,6 +644,8 @@ def _run_study(
             )
         if settings.workload.gpus > 1:
             progress.notice(ranks_notice(settings, hardware))
+        for line in shm_notices(settings, gpu):
+            progress.notice(line)
         before = finished_trials(study)
         progress.study_ready(study, resumed=resumed, finished=before, target=settings.trials)
 
