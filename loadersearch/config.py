@@ -443,6 +443,14 @@ class WorkloadSpec:
         return cls(**{k: v for k, v in data.items() if k in known})
 
 
+def workload_for(workload: WorkloadSpec, config: LoaderConfig) -> WorkloadSpec:
+    """The workload ``config`` is measured on: with the configuration's cache when it names
+    one (a study that searches the cache), else ``workload`` as it is."""
+    if config.cache is None or config.cache == workload.cache:
+        return workload
+    return dataclasses.replace(workload, cache=config.cache)
+
+
 @dataclass(frozen=True)
 class MeasurePlan:
     """How long one measurement runs: warm-up, then ``epochs`` short epochs of ``steps``, or

@@ -115,7 +115,7 @@ def render_summary(
             "[dim]The baseline among the finalists was re-measured with the winner; the "
             "others' rates are their trial values.[/]"
         )
-    if summary.cache is not None:
+    if summary.cache is not None and summary.cache.mode != "none":
         console.print(
             f"\nThe winner reads its images from the {summary.cache.mode} cache: the line below "
             "is as fast only with a dataset that does the same (README: Caches and slow "

@@ -32,7 +32,7 @@ import tempfile
 import time
 from collections.abc import Callable
 
-from loadersearch.config import LoaderConfig, MeasurePlan, WorkloadSpec
+from loadersearch.config import LoaderConfig, MeasurePlan, WorkloadSpec, workload_for
 from loadersearch.limits import limit_problem
 from loadersearch.measure.failures import classify_exit
 from loadersearch.measure.forkserver import ForkedChild, ForkServerTimeout, server_for_one
@@ -113,11 +113,21 @@ def measure(
     """
     _become_subreaper()
     busy_share()  # a bad $LOADERSEARCH_BUSY_SHARE is refused before anything runs
+    workload = workload_for(workload, config)  # a configuration that names its cache
     if workload.data is None and workload.pipeline is None:
         # generate the default dataset here, not inside the timed child
         from loadersearch.workload.synthetic import default_dataset
 
         workload = dataclasses.replace(workload, data=default_dataset())
+    if workload.cache == "memmap" and workload.pipeline is None:
+        # build a missing or stale memmap cache here too, not inside the child's time limit
+        from loadersearch.errors import LoaderSearchError
+        from loadersearch.workload import prepare_cache
+
+        try:
+            prepare_cache(workload)
+        except LoaderSearchError:
+            pass  # the child meets it again, and it comes back as the result's status
     result = MeasureResult(
         config=config,
         status=ERROR,

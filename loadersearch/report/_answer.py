@@ -49,6 +49,8 @@ def answer_python(summary: Summary, note: str = "") -> str:
     """The answer as Python code: ``note`` (a comment) ends the loader line; a DDP job's
     ``torchrun`` command is a comment."""
     lines = answer_lines(summary)
+    if summary.cache is not None and summary.cache.mode != "none":
+        note += f"  # measured reading the images from the {summary.cache.mode} cache"
     if summary.gpus > 1:
         sampler, loader, launch = lines
         return f"{sampler}\n{loader}{note}\n# launch: {launch}"

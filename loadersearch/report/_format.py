@@ -213,6 +213,8 @@ def cache_line(summary: Summary) -> str | None:
     c = summary.cache
     if c is None:
         return None
+    if c.mode == "none":
+        return "no cache: the fastest configuration reads the image files as they are"
     where = "on disk" if c.mode == "memmap" else "of memory"
     size = f"{c.bytes / 2**20:,.1f} MiB {where}" if c.bytes else ""
     if c.mode == "memmap" and c.build_s is not None:

@@ -142,7 +142,7 @@ def study_note(summary: Summary, importance: Importance) -> str:
         parts.append(sentence(epoch))
     cached = cache_line(summary)
     if cached:
-        parts.append(sentence(cached[:1].upper() + cached[1:]))
+        parts.append(sentence(cached))
     if w.confirmed and not summary.confirmation_current:
         parts.append(
             f"The confirmation covered {summary.confirmed_after} finished trials; the study "

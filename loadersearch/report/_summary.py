@@ -76,7 +76,7 @@ class BaselineResult:
 class CacheAnswer:
     """The winner's image cache (ram or memmap): its one-time cost next to what it saves."""
 
-    mode: str  # ram | memmap
+    mode: str  # ram | memmap; none when the study searched the cache and none won
     build_s: float | None  # memmap: seconds its one build took (once per dataset and size)
     bytes: int | None  # on disk (memmap) or in memory (ram)
     without: str | None = None  # the best configuration without a cache, its label
@@ -157,7 +157,7 @@ def summarize(study: optuna.Study) -> Summary:
         confirm_s=_confirm_seconds(confirmation),
         confirmed_after=confirmation.get("finished_trials") if confirmation else None,
         finished=counts[COMPLETE] + counts[INFEASIBLE] + counts[PRUNED],
-        cache=_cache_answer(attrs, winner, ranked, fixed, finalists, dataset_images),
+        cache=_cache_answer(attrs, winner, ranked, fixed, dataset_images),
     )
 
 
@@ -233,30 +233,36 @@ def _cache_answer(
     winner: Winner | None,
     ranked: list[optuna.trial.FrozenTrial],
     fixed: dict[str, Any],
-    finalists: list[Finalist],
     dataset_images: int,
 ) -> CacheAnswer | None:
     """The winner's cache, its cost (study attribute ``caches``) and, when the study measured
     configurations without a cache (``--search-cache``), the time it saves per epoch over the
-    best of them (its confirmation median when it was a finalist)."""
+    best of them: the best finalist without a cache (its confirmation median, measured with
+    the winner's), else the best such trial."""
     from loadersearch.search.confirm import trial_config
 
     if winner is None:
         return None
     mode = winner_cache(attrs, winner.config)
+    searched = (attrs.get("spec") or {}).get("space", {}).get("cache") or []
     if mode == "none":
-        return None
+        # a study that searched the cache says that its winner reads the files as they are
+        return CacheAnswer(mode="none", build_s=None, bytes=None) if searched else None
     record = (attrs.get("caches") or {}).get(mode) or {}
     answer = CacheAnswer(mode=mode, build_s=record.get("build_s"), bytes=record.get("bytes"))
-    uncached = [t for t in ranked if trial_config(t, fixed).cache == "none"]
-    if not uncached:
-        return answer
-    best = uncached[0]
-    config = trial_config(best, fixed)
-    rate = float(best.value)
-    for f in finalists:
-        if f.label == config.label():
-            rate = f.median
+    # Without a cache: the best finalist (re-measured with the winner), else the best trial.
+    confirmed = [
+        (c["median"], LoaderConfig.from_dict(c["config"]))
+        for c in (attrs.get("confirmation") or {}).get("candidates", [])
+        if c.get("median") and c.get("config", {}).get("cache") == "none"
+    ]
+    if confirmed:
+        rate, config = max(confirmed, key=lambda pair: pair[0])
+    else:
+        uncached = [t for t in ranked if trial_config(t, fixed).cache == "none"]
+        if not uncached:
+            return answer
+        rate, config = float(uncached[0].value), trial_config(uncached[0], fixed)
     answer.without, answer.without_rate = config.label(), rate
     if dataset_images and rate > 0 and winner.rate > 0:
         answer.saved_per_epoch_s = dataset_images / rate - dataset_images / winner.rate

@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from loadersearch import hostlock
+from loadersearch.config import workload_for
 from loadersearch.errors import (
     DatasetError,
     DeviceError,
@@ -232,16 +233,6 @@ def record_pruned_against(trial: optuna.Trial) -> None:
     except ValueError:
         return
     trial.set_user_attr("pruned_against", best.number)
-
-
-def workload_for(workload: WorkloadSpec, config: LoaderConfig) -> WorkloadSpec:
-    """The workload ``config`` is measured on: with its cache when the study searches the
-    cache (``config.cache`` set), else ``workload`` as it is."""
-    if config.cache is None or config.cache == workload.cache:
-        return workload
-    import dataclasses
-
-    return dataclasses.replace(workload, cache=config.cache)
 
 
 class Objective:

@@ -653,7 +653,7 @@ def _run_study(
             study.set_user_attr("trials", settings.trials)  # the total workers aim at
         if create and settings.workload.skip_bad_samples:
             study.set_user_attr("skipped_samples", data.to_dict())
-        if caches:
+        if create and caches:  # a worker adds nothing to the study
             stored = dict(study.user_attrs.get("caches") or {})
             records = {c.mode: _cache_record(c, stored.get(c.mode)) for c in caches}
             if any(stored.get(mode) != record for mode, record in records.items()):

@@ -45,7 +45,7 @@ from typing import Any
 
 import numpy as np
 
-from loadersearch.errors import DiskFullError, LoaderSearchError
+from loadersearch.errors import DatasetError, DiskFullError
 
 log = logging.getLogger(__name__)
 
@@ -55,10 +55,12 @@ HEADER_BYTES = 16384
 CACHE_ENV = "LOADERSEARCH_CACHE_DIR"
 SUFFIX = ".lscache"
 RAM_SHARE = 0.5  # a RAM cache may take at most this share of the memory available now
+SHM_DIR = "/dev/shm"  # where a RAM cache's shared memory lives (torch's file descriptors)
 
 
-class CacheError(LoaderSearchError):
-    """A cache cannot be built or used here; the message names the reason and the fix."""
+class CacheError(DatasetError):
+    """A cache cannot be built or used here; the message names the reason and the fix (a
+    DatasetError: every configuration would meet it, so a study stops on it)."""
 
 
 @dataclass(frozen=True)
@@ -271,6 +273,44 @@ def _info(path: Path, header: dict[str, Any], *, built: bool) -> CacheInfo:
     )
 
 
+PARALLEL_FROM = 64  # images: below this a build decodes in the calling thread alone
+BUILD_WORKERS = 8  # at most this many threads decode a build
+
+
+def _decoded(task: tuple[str, int, float]) -> tuple[np.ndarray | None, str | None]:
+    """One image of a build, ``(pixels, None)``, or ``(None, reason)`` when it cannot be
+    decoded: what a build worker sends back."""
+    from loadersearch.workload.datasets.decode import SampleError, decode
+
+    full, img_size, io_ms = task
+    if io_ms > 0:  # emulated slow storage: each file read once, at this latency
+        time.sleep(io_ms / 1000.0)
+    try:
+        return _resized(decode(full), img_size), None
+    except SampleError as e:
+        return None, e.reason
+
+
+def _decode_all(
+    root: str, paths: Sequence[str], img_size: int, io_ms: float
+) -> Iterator[tuple[np.ndarray | None, str | None]]:
+    """Every image decoded and scaled, in order: in the calling thread for a small dataset,
+    else by up to :data:`BUILD_WORKERS` threads, one per CPU (PIL's decoders and resampling
+    release the GIL; no process is started, so no ``__main__`` is imported again)."""
+    tasks = [(os.path.join(root, rel), img_size, io_ms) for rel in paths]
+    workers = min(os.cpu_count() or 1, BUILD_WORKERS)
+    if len(tasks) < PARALLEL_FROM or workers < 2:
+        yield from map(_decoded, tasks)
+        return
+    from concurrent.futures import ThreadPoolExecutor
+
+    pool = ThreadPoolExecutor(workers, thread_name_prefix="loadersearch-cache")
+    try:
+        yield from pool.map(_decoded, tasks)
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
 def _build(
     path: Path,
     root: str,
@@ -280,7 +320,7 @@ def _build(
     skip_bad_samples: bool,
     io_ms: float = 0.0,
 ) -> dict[str, Any]:
-    from loadersearch.workload.datasets.decode import SampleError, decode
+    from loadersearch.workload.datasets.decode import SampleError
 
     n = len(paths)
     index_bytes = n * 3 * 8
@@ -299,15 +339,12 @@ def _build(
         with os.fdopen(fd, "wb") as f:
             offset = HEADER_BYTES + index_bytes
             f.seek(offset)
-            for i, rel in enumerate(paths):
-                full = os.path.join(root, rel)
-                if io_ms > 0:  # emulated slow storage: each file read once, at this latency
-                    time.sleep(io_ms / 1000.0)
-                try:
-                    pixels = _resized(decode(full), img_size)
-                except SampleError:
+            decoded = _decode_all(root, paths, img_size, io_ms)
+            for i, (pixels, reason) in enumerate(decoded):
+                if pixels is None:
                     if not skip_bad_samples:
-                        raise
+                        decoded.close()  # stops the build workers
+                        raise SampleError(os.path.join(root, paths[i]), str(reason))
                     continue  # height 0: the dataset skips it as it would without a cache
                 index[i] = (offset, pixels.shape[0], pixels.shape[1])
                 f.write(pixels.tobytes())
@@ -382,7 +419,7 @@ class MemmapImages:
         from PIL import Image
 
         pixels = self.array(i)
-        return None if pixels is None else Image.fromarray(np.asarray(pixels), "RGB")
+        return None if pixels is None else Image.fromarray(np.asarray(pixels))  # (h, w, 3): RGB
 
 
 # -- ram ----------------------------------------------------------------------------------------
@@ -411,7 +448,8 @@ def ram_bytes(root: str, paths: Sequence[str]) -> int:
 
 def check_ram(root: str, paths: Sequence[str]) -> CacheInfo:
     """What a RAM cache of these images would hold, or :class:`CacheError` when it would
-    take more than :data:`RAM_SHARE` of the memory available now."""
+    take more than :data:`RAM_SHARE` of the memory available now, or more than the free
+    shared memory (:data:`SHM_DIR`)."""
     need = ram_bytes(root, paths)
     free = available_memory()
     if free is not None and need > RAM_SHARE * free:
@@ -419,6 +457,17 @@ def check_ram(root: str, paths: Sequence[str]) -> CacheInfo:
             f"a RAM cache of this dataset needs {need / 2**30:.2f} GiB and only "
             f"{free / 2**30:.2f} GiB of memory is available (at most {RAM_SHARE:.0%} of it is "
             "used for a cache): use --cache memmap (on disk, paged in as needed) or none."
+        )
+    try:
+        shm = shutil.disk_usage(SHM_DIR).free
+    except OSError:
+        shm = None
+    if shm is not None and need > shm:
+        raise CacheError(
+            f"a RAM cache of this dataset needs {need / 2**20:,.0f} MiB of shared memory and "
+            f"{SHM_DIR} has {shm / 2**20:,.0f} MiB free (a container's default is 64 MiB: "
+            "docker run --shm-size 8g, or Kubernetes' emptyDir medium Memory): use --cache "
+            "memmap, or give the container more shared memory."
         )
     return CacheInfo(mode="ram", images=len(paths), bytes=need)
 

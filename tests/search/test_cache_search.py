@@ -11,7 +11,7 @@ import pytest
 from search_helpers import HOST, quick_settings, run_cli, steady_measure
 
 from loadersearch.config import LoaderConfig, WorkloadSpec
-from loadersearch.report import cache_line, open_study, summarize
+from loadersearch.report import answer_python, cache_line, open_study, summarize
 from loadersearch.search.objective import workload_for
 from loadersearch.search.settings import Overrides, SpecError, resolve_settings
 from loadersearch.search.space import SearchSpace, SpaceError
@@ -66,7 +66,8 @@ def test_search_cache_is_refused_with_a_fixed_cache_or_a_pipeline(tmp_path):
         resolve_settings(None, overrides, hardware=HOST, storage="sqlite://")
 
 
-def test_the_summary_names_the_cache_its_cost_and_its_saving(tiny_dataset, tmp_path, monkeypatch):
+def _cache_study(tiny_dataset, tmp_path, monkeypatch, rates):  # noqa: ANN001, ANN202
+    """A study of 6 trials searching none and memmap, measured at ``rates[cache]``."""
     from loadersearch.search.study import run_study
 
     monkeypatch.setenv("LOADERSEARCH_CACHE_DIR", str(tmp_path / "caches"))
@@ -78,13 +79,24 @@ def test_the_summary_names_the_cache_its_cost_and_its_saving(tiny_dataset, tmp_p
         baselines=False,
     )
 
-    def measure(workload, config, plan, **kw):  # memmap reads 4x faster here
-        rate = 400.0 if workload.cache == "memmap" else 100.0
-        result = steady_measure(rate)(workload, config, plan, **kw)
+    def measure(workload, config, plan, **kw):  # noqa: ANN001, ANN003
+        result = steady_measure(rates[workload.cache])(workload, config, plan, **kw)
         return dataclasses.replace(result, dataset_images=16)
 
-    outcome = run_study(settings, measure_fn=measure, hardware=HOST)
-    study = outcome.study
+    return settings, run_study(settings, measure_fn=measure, hardware=HOST).study
+
+
+def test_a_study_whose_winner_reads_no_cache_says_so(tiny_dataset, tmp_path, monkeypatch):
+    rates = {"none": 300.0, "memmap": 100.0}
+    settings, study = _cache_study(tiny_dataset, tmp_path, monkeypatch, rates)
+    summary = summarize(open_study(settings.storage, study.study_name))
+    assert summary.winner.config.cache == "none" and summary.cache.mode == "none"
+    assert cache_line(summary).startswith("no cache")
+
+
+def test_the_summary_names_the_cache_its_cost_and_its_saving(tiny_dataset, tmp_path, monkeypatch):
+    rates = {"none": 100.0, "memmap": 400.0}  # memmap reads 4x faster here
+    settings, study = _cache_study(tiny_dataset, tmp_path, monkeypatch, rates)
     assert study.user_attrs["caches"]["memmap"]["images"] == 16  # built before the trials
     study.set_user_attr("caches", {"memmap": {"mode": "memmap", "build_s": 3.0, "bytes": 2**20}})
     summary = summarize(open_study(settings.storage, study.study_name))
@@ -95,6 +107,14 @@ def test_the_summary_names_the_cache_its_cost_and_its_saving(tiny_dataset, tmp_p
     assert n == 16 and c.saved_per_epoch_s == pytest.approx(n / 100.0 - n / 400.0)
     line = cache_line(summary)
     assert "built once in 3.00 s" in line and "per epoch" in line and "pays for itself" in line
+    assert answer_python(summary).endswith("# measured reading the images from the memmap cache")
+    # the same line on the report page and in the study's note in optuna-dashboard
+    from loadersearch.report import importances
+    from loadersearch.report._html import _answer
+    from loadersearch.report._notes import study_note
+
+    assert 'id="cache"' in _answer(summary) and "pays for itself" in _answer(summary)
+    assert "Memmap cache: built once in 3.00 s" in study_note(summary, importances(study))
     assert study.user_attrs["spec"]["space"]["cache"] == ["none", "memmap"]
     assert isinstance(optuna.load_study(study_name="t", storage=settings.storage), optuna.Study)
 

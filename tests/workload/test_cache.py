@@ -166,6 +166,17 @@ def test_a_cache_too_big_for_the_disk_or_memory_is_refused_naming_the_fix(
     monkeypatch.setattr(cache, "available_memory", lambda: 1000)
     with pytest.raises(cache.CacheError, match="--cache memmap"):
         cache.check_ram(index.root, index.paths)
+    monkeypatch.setattr(cache, "available_memory", lambda: None)
+    monkeypatch.setattr(cache, "SHM_DIR", str(tmp_path / "no-shm"))
+    cache.check_ram(index.root, index.paths)  # nothing to compare with: allowed
+    real = shutil.disk_usage
+    monkeypatch.setattr(
+        shutil, "disk_usage", lambda p: shutil._ntuple_diskusage(64 * 2**20, 64 * 2**20 - 10, 10)
+    )
+    monkeypatch.setattr(cache, "SHM_DIR", "/dev/shm")
+    with pytest.raises(cache.CacheError, match="--shm-size"):
+        cache.check_ram(index.root, index.paths)
+    monkeypatch.setattr(shutil, "disk_usage", real)
     monkeypatch.setattr(
         shutil, "disk_usage", lambda p: shutil._ntuple_diskusage(10**9, 10**9 - 10, 10)
     )
@@ -179,3 +190,42 @@ def test_workload_spec_checks_the_cache_option():
         WorkloadSpec(cache="disk")
     with pytest.raises(ValueError, match="cache"):
         WorkloadSpec(cache="ram", kind="loader", pipeline={"dataset": "m:make"})
+
+
+def test_a_measurement_uses_the_cache_its_configuration_names(tiny_dataset, tmp_path, monkeypatch):
+    from loadersearch.config import LoaderConfig, MeasurePlan
+    from loadersearch.measure import measure
+
+    monkeypatch.setenv(cache.CACHE_ENV, str(tmp_path))
+    spec = WorkloadSpec(kind="loader", data=tiny_dataset, img_size=SIZE, device="cpu")
+    plan = MeasurePlan(epochs=1, steps=2, windows_per_epoch=1, warmup_steps=1)
+    result = measure(spec, LoaderConfig(0, 4, cache="memmap"), plan)
+    assert result.ok, result.message
+    assert any(n.startswith("memmap cache: 16 images") for n in result.notes)
+    assert len(list(tmp_path.glob("*.lscache"))) == 1  # built by the parent, before the child
+
+
+def test_a_large_build_decodes_in_threads_to_the_same_file(tiny_dataset, tmp_path, monkeypatch):
+    serial = _memmap(tiny_dataset, tmp_path / "serial")
+    monkeypatch.setattr(cache, "PARALLEL_FROM", 4)  # 16 images: a "large" dataset
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    parallel = _memmap(tiny_dataset, tmp_path / "parallel")
+    a, b = cache.MemmapImages(serial.path), cache.MemmapImages(parallel.path)
+    for i in range(16):
+        np.testing.assert_array_equal(a.array(i), b.array(i))
+
+
+def test_an_undecodable_image_stops_the_build_naming_it_unless_skipped(tiny_dataset, tmp_path):
+    from loadersearch.errors import BadSampleError
+
+    root = _copy(tiny_dataset, tmp_path / "data")
+    bad = sorted((root / "images").iterdir())[2]
+    bad.write_bytes(b"not a jpeg")
+    with pytest.raises(BadSampleError, match=bad.name):
+        _memmap(str(root), tmp_path / "c")
+    assert not list((tmp_path / "c").glob("*.lscache"))
+    index = read_index(str(root))
+    info = cache.ensure_memmap(
+        index.root, index.paths, SIZE, directory=tmp_path / "c", skip_bad_samples=True
+    )
+    assert cache.MemmapImages(info.path).array(2) is None
