@@ -294,7 +294,8 @@ def run_loop(
         )
         on_warmup(epoch, warm_s)
     record.warmup_s = time.perf_counter() - warm_t0
-    steps = plan.limited_steps(sized, warm_steps, warm_s)  # the last warm-up epoch's rate
+    # the last warm-up epoch's rate
+    steps = plan.limited_steps(sized, warm_steps, warm_s, config.num_workers)
     if agree is not None:
         steps = agree(steps)
     record.steps = steps
