@@ -501,9 +501,10 @@ class MeasurePlan:
     def sized_steps(self, config: LoaderConfig, full_steps: int = 0) -> int:
         """Steps of one measured epoch of ``config`` before the time limit: ``steps``, or for
         ``w`` workers with prefetch factor ``p`` at least ``in_flight_rounds * w * p + w`` (the
-        batches in flight, ``in_flight_rounds`` times over, then one more batch per worker);
-        never more than ``full_steps``, one full epoch of the dataset (when known and above
-        ``steps``). The same for every trial of the same configuration and dataset."""
+        batches in flight, ``in_flight_rounds`` times over, then one more batch per worker: a
+        whole number of rounds of ``w`` batches); never more than ``full_steps``, one full
+        epoch of the dataset (when known and above ``steps``). The same for every trial of the
+        same configuration and dataset."""
         target = self.steps
         if self.in_flight_rounds and config.num_workers > 0:
             in_flight = config.num_workers * (config.prefetch_factor or DEFAULT_PREFETCH)
@@ -521,12 +522,19 @@ class MeasurePlan:
             steps = max(steps, min(2 * config.num_workers, sized))
         return steps
 
-    def limited_steps(self, sized: int, warmup_steps: int, warmup_s: float) -> int:
+    def limited_steps(
+        self, sized: int, warmup_steps: int, warmup_s: float, num_workers: int = 0
+    ) -> int:
         """``sized`` cut to what fits in :attr:`epoch_limit_s` at the warm-up's rate
-        (``warmup_steps`` in ``warmup_s``, epoch start included), never below ``steps``."""
+        (``warmup_steps`` in ``warmup_s``, epoch start included), never below ``steps``. A cut
+        keeps a whole number of rounds of ``num_workers`` batches: workers deliver in rounds,
+        and an epoch ending in a partial round would count the whole round's time for part of
+        its batches (the start cost, and so the projection, would come out too high)."""
         if warmup_s <= 0 or sized <= self.steps:
             return sized
         fits = int(self.epoch_limit_s * warmup_steps / warmup_s)
+        if num_workers > 1:
+            fits = fits // num_workers * num_workers
         return max(self.steps, min(sized, fits))
 
     @property

@@ -136,5 +136,7 @@ def test_a_measured_epoch_is_sized_to_the_batches_in_flight() -> None:
     assert limited.limited_steps(80, warmup_steps=32, warmup_s=1.0) == 80
     assert limited.limited_steps(80, warmup_steps=32, warmup_s=100.0) == 8
     assert limited.limited_steps(80, warmup_steps=32, warmup_s=0.0) == 80  # no warm-up
+    # a cut keeps whole rounds of the workers' batches (45 steps fit: 3 rounds of 12)
+    assert limited.limited_steps(80, warmup_steps=36, warmup_s=8.0, num_workers=12) == 36
     with pytest.raises(ValueError, match="in_flight_rounds cannot be negative"):
         MeasurePlan(in_flight_rounds=-1)

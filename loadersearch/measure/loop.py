@@ -287,7 +287,7 @@ def run_loop(
     ``after_first_step()`` runs once, after the first warm-up step (never in a measured epoch;
     not at all without a warm-up): where the child settles the VRAM cap.
 
-    How long each measured epoch is (:func:`measured_steps`): ``plan.steps``, or for a
+    How long each measured epoch is (:meth:`MeasurePlan.sized_steps`): ``plan.steps``, or for a
     configuration with many batches in flight, enough steps that its steady part is measured,
     within the plan's epoch time limit at the warm-up's rate. Its windows are cut at the same
     fractions of the epoch in every trial (:func:`window_edges`), so window ``k`` is the same
@@ -330,7 +330,8 @@ def run_loop(
         )
         on_warmup(epoch, warm_s)
     record.warmup_s = time.perf_counter() - warm_t0
-    steps = plan.limited_steps(sized, warm_steps, warm_s)  # the last warm-up epoch's rate
+    # the last warm-up epoch's rate
+    steps = plan.limited_steps(sized, warm_steps, warm_s, config.num_workers)
     if agree is not None:
         steps = agree(steps)
     record.steps = steps
