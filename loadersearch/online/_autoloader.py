@@ -157,6 +157,11 @@ class AutoLoader:
         self._drawer = DataLoader(
             dataset, batch_size=batch_size, collate_fn=self.collate_fn, **order, **kwargs
         )
+        if self._drawer.batch_sampler is None:
+            raise ValueError(
+                "AutoLoader serves batches, and batch_size=None without a batch_sampler asks "
+                "for single samples: give batch_size (or a batch_sampler)."
+            )
         self.dataset = dataset
         self.batch_size = self._drawer.batch_size
         self.drop_last = self._drawer.drop_last
@@ -196,6 +201,7 @@ class AutoLoader:
         self._final_config: LoaderConfig | None = None
         self._final_batches = _Batches(self.batch_sampler)
         self._active: Any = None  # the running iterator of a segment or rest-of-epoch loader
+        self._serving: LoaderConfig | None = None
         self._seconds = 0.0  # wall time served while tuning
         self.report: OnlineReport | None = None
 
@@ -208,6 +214,11 @@ class AutoLoader:
     def config(self) -> LoaderConfig | None:
         """The settled configuration (None while tuning)."""
         return self._final_config if self.report is not None else None
+
+    @property
+    def serving(self) -> LoaderConfig | None:
+        """The configuration serving the current batch (a candidate while tuning)."""
+        return self._serving
 
     @property
     def num_workers(self) -> int:
@@ -343,6 +354,7 @@ class AutoLoader:
         edges = self.shape.edges()
         marks: list[float] = []
         loader = self._loader(config, batches)
+        self._serving = config
         t_iter = time.perf_counter()
         self._active = iter(loader)
         start_s = 0.0
@@ -370,6 +382,7 @@ class AutoLoader:
         _logger.debug("segment %s: %s steps/s", config.label(), [f"{r:.1f}" for r in rates])
 
     def _serve(self, config: LoaderConfig, batches: list[list[int]]) -> Iterator[Any]:
+        self._serving = config
         self._active = iter(self._loader(config, batches))
         try:
             yield from self._active
@@ -382,6 +395,7 @@ class AutoLoader:
         completed = False
         if self._final_batches.pending is None:  # a new epoch: draw as a DataLoader does
             torch.empty((), dtype=torch.int64).random_(generator=self.generator)
+        self._serving = self._final_config
         try:
             yield from self._final
             completed = True
@@ -440,9 +454,9 @@ def autoloader(loader: DataLoader, **options: Any) -> AutoLoader:
         "timeout": loader.timeout,
         "generator": loader.generator,
     }
-    if getattr(loader, "_auto_collation", True) and loader.batch_size is None:
+    if loader.batch_size is None and loader.batch_sampler is not None:
         kwargs["batch_sampler"] = loader.batch_sampler
-        batch_size = None
+        batch_size = 1  # DataLoader's default, which a batch_sampler requires
     else:
         kwargs["sampler"] = loader.sampler
         kwargs["drop_last"] = loader.drop_last
