@@ -16,8 +16,6 @@ from loadersearch.config import LoaderConfig
 from loadersearch.errors import LoaderSearchError
 
 if TYPE_CHECKING:
-    import optuna
-
     from loadersearch.online._report import OnlineReport
 
 _logger = logging.getLogger(__name__)
@@ -28,15 +26,17 @@ ONLINE_ATTR = "online"  # trial user attribute marking an online result
 
 def seeds_from_study(
     name: str, storage: str | None, fit: Callable[[LoaderConfig], LoaderConfig]
-) -> tuple[list[LoaderConfig], optuna.Study | None]:
+) -> tuple[list[LoaderConfig], tuple[str, str] | None]:
     """Up to :data:`SEEDS` distinct configurations of study ``name``, best first (the
     confirmed winner, then the best trials, online ones included), each made fit for this
-    loader by ``fit`` (your batch size and fixed knobs), and the study to write back to; no
-    configurations and no study when it is missing, empty or of other hardware."""
+    loader by ``fit`` (your batch size and fixed knobs), and where to write back (storage URL,
+    study name); none of either when the study is missing or of other hardware. The study is
+    read read-only here; :func:`record_online` opens it for writing when there is a result."""
     from loadersearch.hardware import check_compatible, fingerprint
     from loadersearch.report import open_study, summarize
     from loadersearch.report._study import space_fixed
     from loadersearch.search.confirm import feasible_complete, trial_config
+    from loadersearch.storage import resolve_storage_url
 
     try:
         study = open_study(storage, name)
@@ -59,10 +59,10 @@ def seeds_from_study(
         _logger.warning(
             "AutoLoader: study %r has no finished trial yet; tuning from scratch.", name
         )
-    return seeds, study
+    return seeds, (resolve_storage_url(storage), name)
 
 
-def record_online(study: optuna.Study, report: OnlineReport) -> None:
+def record_online(target: tuple[str, str], report: OnlineReport) -> None:
     """Add the online result to ``study`` as a COMPLETE trial labelled ``online``: its value
     the images/s of your real loop (not the study's projected full epoch: the note says so),
     its parameters those of the chosen configuration that the study's space holds."""
@@ -70,7 +70,15 @@ def record_online(study: optuna.Study, report: OnlineReport) -> None:
 
     from loadersearch.search.objective import CONSTRAINT
     from loadersearch.search.space import SearchSpace
+    from loadersearch.storage import open_storage
 
+    try:
+        study = optuna.load_study(
+            study_name=target[1], storage=open_storage(target[0], heartbeat=False)
+        )
+    except Exception as e:  # noqa: BLE001 - a storage hiccup must not stop the training
+        _logger.warning("AutoLoader: could not open the study to write the result: %s", e)
+        return
     config = report.config
     spec = study.user_attrs.get("spec") or {}
     params: dict[str, Any] = {}
