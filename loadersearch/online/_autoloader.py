@@ -37,6 +37,7 @@ TUNED = ("num_workers", "prefetch_factor", "pin_memory")
 _ORDER_KWARGS = ("shuffle", "sampler", "batch_sampler", "drop_last", "generator")
 _LADDER = (0, 1, 2, 4, 6, 8, 12, 16, 24, 32)
 _PREFETCH_VARIANTS = (4, 8)
+MIN_SEGMENTS = 6  # the default budget holds at least this many segments
 
 
 def default_max_workers() -> int:
@@ -97,7 +98,8 @@ class AutoLoader:
                 step(images, targets)
         print(loader.report.summary())
 
-    During the first epoch (``tune_steps`` steps: default the first epoch's length) it serves
+    During the first epoch (``tune_steps`` steps: default the first epoch's length, and at
+    least 6 segments, which a short epoch continues into the next) it serves
     batches from short measured segments of candidate configurations, then settles. The loop
     sees every batch of each epoch once, in the sampler's order, with a plain DataLoader's
     batch boundaries; the objective is the loop's own step rate, your step included.
@@ -188,7 +190,7 @@ class AutoLoader:
         self.tuner = Tuner(
             ladder,
             shape=self.shape,
-            budget=tune_steps if tune_steps is not None else len(self),
+            budget=tune_steps if tune_steps is not None else self.default_budget(),
             variants=self._variants,
             seeded=bool(seeds),
             margin=margin,
@@ -204,6 +206,11 @@ class AutoLoader:
         self._serving: LoaderConfig | None = None
         self._seconds = 0.0  # wall time served while tuning
         self.report: OnlineReport | None = None
+
+    def default_budget(self) -> int:
+        """Tuning steps when ``tune_steps`` is not given: the first epoch, and at least
+        :data:`MIN_SEGMENTS` segments (a short epoch hands the rest to the next one)."""
+        return max(len(self), MIN_SEGMENTS * self.shape.steps)
 
     # -- what a DataLoader has ---------------------------------------------------------------
 

@@ -91,7 +91,7 @@ def test_each_switch_stops_the_previous_workers_and_close_stops_the_last() -> No
 @pytest.mark.parametrize("when", ["tuning", "settled"])
 def test_a_step_that_raises_leaves_no_worker_behind(when) -> None:
     ds = pipelines.Slow(n=200, ms=2.0)
-    loader = loadersearch.AutoLoader(ds, batch_size=4, shuffle=True, **SMALL)
+    loader = loadersearch.AutoLoader(ds, batch_size=4, shuffle=True, tune_steps=50, **SMALL)
     if when == "settled":
         _served(loader, 1)
         assert loader.config is not None
