@@ -169,8 +169,13 @@ def run(workload: str, args: argparse.Namespace, storage: str) -> dict[str, Any]
     offline, study_s = _offline(workload, storage, args.trials)
     winner = offline.best
     print(f"offline study: {study_s:.0f} s, winner {winner.label()}")
-    runs: dict[str, list[list[float]]] = {"default": [], "autoloader": [], "winner": []}
-    reports = []
+    runs: dict[str, list[list[float]]] = {
+        "default": [],
+        "autoloader": [],
+        "autoloader+study": [],
+        "winner": [],
+    }
+    reports: dict[str, list[dict[str, Any]]] = {"autoloader": [], "autoloader+study": []}
     for r in range(args.rounds):
         for method in runs:
             torch.manual_seed(r)
@@ -180,17 +185,19 @@ def run(workload: str, args: argparse.Namespace, storage: str) -> dict[str, Any]
                 loader = DataLoader(dataset, shuffle=True, drop_last=True,
                                     **winner.dataloader_kwargs())  # fmt: skip
             else:
+                study = {"study": f"online-bench-{workload}", "storage": storage}
                 loader = loadersearch.AutoLoader(
-                    dataset, batch_size=batch, shuffle=True, drop_last=True, epochs=args.epochs
-                )
+                    dataset, batch_size=batch, shuffle=True, drop_last=True, epochs=args.epochs,
+                    **(study if method == "autoloader+study" else {}),
+                )  # fmt: skip
             seconds = _epochs(loader, _step(workload), args.epochs)
-            if method == "autoloader":
-                reports.append(loader.report.to_dict())
+            if method in reports:
+                reports[method].append(loader.report.to_dict())
                 print(loader.report.summary())
                 loader.close()
             del loader
             runs[method].append(seconds)
-            print(f"round {r} {method:<10} {sum(seconds):7.1f} s  epochs {_fmt(seconds)}")
+            print(f"round {r} {method:<16} {sum(seconds):7.1f} s  epochs {_fmt(seconds)}")
     return {
         "workload": workload,
         "describe": w["describe"],
@@ -233,6 +240,7 @@ def markdown(results: list[dict[str, Any]], args: argparse.Namespace) -> str:
         for method, label in (
             ("default", "PyTorch's default DataLoader (w0)"),
             ("autoloader", "AutoLoader (tunes in epoch 1)"),
+            ("autoloader+study", "AutoLoader, study= (races the study's best)"),
             ("winner", f"offline winner ({res['winner']})"),
         ):
             runs = res["runs"][method]
@@ -248,15 +256,18 @@ def markdown(results: list[dict[str, Any]], args: argparse.Namespace) -> str:
             f"{res['study_s']:.0f} s) | {w + res['study_s']:.1f} s | | | "
             f"x{d / (w + res['study_s']):.2f} |"
         )
-        chosen = ", ".join(sorted({a["label"] for a in res["autoloader"]}))
-        costs = ", ".join(f"{a['cost_s']:.1f}" for a in res["autoloader"])
-        steps = ", ".join(str(a["tuning_steps"]) for a in res["autoloader"])
-        lines += [
-            "",
-            f"AutoLoader settled on: {chosen}; tuning steps: {steps}; cost beyond the chosen "
-            f"configuration: {costs} s.",
-            "",
-        ]
+        lines.append("")
+        for method, reports in res["autoloader"].items():
+            chosen = ", ".join(a["label"] for a in reports)
+            costs = ", ".join(f"{a['cost_s']:.1f}" for a in reports)
+            steps = ", ".join(str(a["tuning_steps"]) for a in reports)
+            tried = ", ".join(str(len(a["candidates"])) for a in reports)
+            lines.append(
+                f"- {method}: settled on {chosen} (per round); candidates tried: {tried}; "
+                f"tuning steps: {steps}; tuning cost beyond the chosen configuration: "
+                f"{costs} s."
+            )
+        lines.append("")
     return "\n".join(lines)
 
 

@@ -177,16 +177,16 @@ class AutoLoader:
             prefetch_factor=self.fixed.get("prefetch_factor"),
             pin_memory=self.fixed.get("pin_memory", False),
         )
-        self._study_name, self._storage = study, storage
-        self._study = None
-        seeds, self._study = self._seeds(study, storage) if study else ([], None)
+        if not 0.0 <= margin < 1.0:
+            raise ValueError(f"margin must be in [0, 1) but got {margin}.")
+        # the study's best configurations, and where to write the result back (storage, name)
+        seeds, self._write_back = self._seeds(study, storage) if study else ([], None)
         ladder = seeds or self._ladder(
             default_max_workers() if max_workers is None else max_workers
         )
         ladder = [self._base, *[c for c in ladder if c != self._base]]
         top = max(c.num_workers for c in ladder)
         self.shape = SegmentShape(warmup=top + 2, windows=4, window_steps=window_steps)
-        self._tune_steps = tune_steps
         self.tuner = Tuner(
             ladder,
             shape=self.shape,
@@ -289,7 +289,9 @@ class AutoLoader:
             out.append(with_knob(best, pin_memory=not best.pin_memory))
         return out
 
-    def _seeds(self, study: str, storage: str | None) -> tuple[list[LoaderConfig], Any]:
+    def _seeds(
+        self, study: str, storage: str | None
+    ) -> tuple[list[LoaderConfig], tuple[str, str] | None]:
         from loadersearch.online._study import seeds_from_study
 
         return seeds_from_study(study, storage, self._fit)
@@ -438,10 +440,10 @@ class AutoLoader:
             epochs=self.epochs,
         )
         _logger.info("%s", self.report.summary())
-        if self._study is not None:
+        if self._write_back is not None:
             from loadersearch.online._study import record_online
 
-            record_online(self._study, self.report)
+            record_online(self._write_back, self.report)
 
 
 def autoloader(loader: DataLoader, **options: Any) -> AutoLoader:

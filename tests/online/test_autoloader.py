@@ -137,3 +137,20 @@ def test_bad_arguments_are_refused_naming_the_fix() -> None:
         loadersearch.AutoLoader(pipelines.Slow(8), batch_size=None)
     with pytest.raises(ValueError, match="shuffle"):  # DataLoader's own check
         loadersearch.AutoLoader(pipelines.Slow(8), sampler=range(8), shuffle=True)
+
+
+@pytest.mark.cuda
+def test_on_a_gpu_pinned_memory_is_a_candidate_and_batches_reach_the_device() -> None:
+    ds = pipelines.Slow(n=400, ms=0.5)
+    loader = loadersearch.AutoLoader(ds, batch_size=8, shuffle=True, **SMALL)
+    weights = torch.randn(1, 256, device="cuda")
+    pinned = set()
+    for _ in range(2):
+        for batch in loader:
+            pinned.add((loader.serving.pin_memory, batch.is_pinned()))
+            x = batch.to("cuda", non_blocking=True).float()
+            (x @ weights).sum()  # device work the window edges wait for
+    assert (True, True) in pinned  # pinned memory tried, and the batches were pinned
+    assert loader.config is not None and loader.report.steps_per_s > 0
+    loader.close()
+    assert _workers() == []
