@@ -152,7 +152,11 @@ def report(study_name: str | None, storage: str | None, out_dir: str | None, top
             r["baseline"] or "",
             f"{r['wait_fraction']:.0%}" if r["wait_fraction"] is not None else "",
             f"{r['window_cv']:.2f}" if r["window_cv"] is not None else "",
-            (r["reason"] or "") if r["state"] != "complete" else "",
+            "online"
+            if r.get("online")
+            else (r["reason"] or "")
+            if r["state"] != "complete"
+            else "",
         )
     console.print(table)
     importance = importances(study)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import torch
@@ -191,7 +191,7 @@ class AutoLoader:
             ladder,
             shape=self.shape,
             budget=tune_steps if tune_steps is not None else self.default_budget(),
-            variants=self._variants,
+            variants=self._variants(),
             seeded=bool(seeds),
             margin=margin,
         )
@@ -281,13 +281,20 @@ class AutoLoader:
         pf = self.fixed.get("prefetch_factor")
         return [self._config(num_workers=w, prefetch_factor=pf, pin_memory=pin) for w in workers]
 
-    def _variants(self, best: LoaderConfig) -> list[LoaderConfig]:
-        out = []
-        if best.num_workers > 0 and "prefetch_factor" not in self.fixed:
-            out += [with_knob(best, prefetch_factor=pf) for pf in _PREFETCH_VARIANTS]
+    def _variants(self) -> list[Callable[[LoaderConfig], list[LoaderConfig]]]:
+        """One function per knob tried on the ladder's best: prefetch, then pinned memory."""
+        axes: list[Callable[[LoaderConfig], list[LoaderConfig]]] = []
+        if "prefetch_factor" not in self.fixed:
+            axes.append(
+                lambda best: (
+                    [with_knob(best, prefetch_factor=pf) for pf in _PREFETCH_VARIANTS]
+                    if best.num_workers > 0
+                    else []
+                )
+            )
         if "pin_memory" not in self.fixed and _accelerator():
-            out.append(with_knob(best, pin_memory=not best.pin_memory))
-        return out
+            axes.append(lambda best: [with_knob(best, pin_memory=not best.pin_memory)])
+        return axes
 
     def _seeds(
         self, study: str, storage: str | None

@@ -88,8 +88,8 @@ class Tuner:
     settles (:meth:`best`) within ``budget`` steps.
 
     ``ladder``: the configurations tried first, in order (the worker ladder, or the stored
-    winners when ``seeded``); ``variants(best)``: configurations worth trying around the
-    ladder's best, tried one by one while each beats the best so far."""
+    winners when ``seeded``); ``variants``: one function per knob, ``axis(best)`` giving the
+    values worth trying around the best so far, tried in order while each beats the best."""
 
     def __init__(
         self,
@@ -97,7 +97,7 @@ class Tuner:
         *,
         shape: SegmentShape,
         budget: int,
-        variants: Callable[[LoaderConfig], list[LoaderConfig]] = lambda best: [],
+        variants: Sequence[Callable[[LoaderConfig], list[LoaderConfig]]] = (),
         seeded: bool = False,
         margin: float = 0.05,
         p_threshold: float = 0.1,
@@ -120,7 +120,7 @@ class Tuner:
         self.spent = 0  # steps served while tuning (segments and the rest of short epochs)
         self.settled: LoaderConfig | None = None
         self._ladder = list(dict.fromkeys(ladder))
-        self._variants = variants
+        self._variants = list(variants)
         self._current: LoaderConfig | None = None  # proposed, not yet recorded
         self._plan = self._proposals()
 
@@ -209,14 +209,15 @@ class Tuner:
                 ):
                     break  # more workers will not help
             tried: set[LoaderConfig] = set(self.candidates)
-            best = self.best()
-            for variant in self._variants(best.config) if best else []:
-                if variant in tried:
-                    continue
-                tried.add(variant)
-                yield variant
-                if self.best() is None or self.best().config != variant:
-                    break
+            for axis in self._variants:  # each knob on the best so far, while it improves
+                best = self.best()
+                for variant in axis(best.config) if best else []:
+                    if variant in tried:
+                        continue
+                    tried.add(variant)
+                    yield variant
+                    if self.best() is None or self.best().config != variant:
+                        break
         # the race: the candidates not clearly slower, one more segment each per round
         for _ in range(self.race_rounds - 1):
             alive = [c for c in self.candidates.values() if c.dropped is None and c.segments]

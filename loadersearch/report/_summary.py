@@ -304,6 +304,7 @@ def _rows(trials: list[optuna.trial.FrozenTrial], fixed: dict[str, Any]) -> list
                 "host": ua.get("host"),
                 "repeat_of": ua.get("repeat_of"),
                 "windows_done": ua.get("windows_done"),
+                "online": bool(ua.get("online")),  # measured by AutoLoader in a real loop
             }
         )
     rows.sort(key=lambda r: (KINDS.index(r["state"]), -(r["value"] or 0.0), r["trial"]))

@@ -36,12 +36,19 @@ def test_the_ladder_stops_climbing_at_a_clearly_slower_rung_and_the_best_variant
         LADDER,
         shape=SHAPE,
         budget=1000,
-        variants=lambda best: [_w(best.num_workers, 4), _w(best.num_workers, 8)],
-    )
+        variants=[
+            lambda best: [_w(best.num_workers, 4), _w(best.num_workers, 8)],
+            lambda best: [LoaderConfig(num_workers=best.num_workers, batch_size=4,
+                                       prefetch_factor=best.prefetch_factor, pin_memory=True)],
+        ],
+    )  # fmt: skip
     ran = _drive(tuner, {0: 10.0, 1: 20.0, 2: 40.0, 4: 30.0, 8: 50.0})
 
     assert [c.num_workers for c in ran[:4]] == [0, 1, 2, 4]  # 8 never tried: 4 was slower
     assert _w(2, 4) in ran and tuner.settled == _w(2, 4)
+    # the next knob is tried on the best after the first, even though pf 8 lost
+    pinned = [c for c in ran if c.pin_memory]
+    assert pinned and pinned[0].num_workers == 2 and pinned[0].prefetch_factor == 4
     # pf 8 (no faster than pf 4 here) was tried after pf 4 won, then lost
     assert tuner.candidates[_w(0)].dropped and tuner.candidates[_w(4)].dropped
     assert tuner.spent <= 1000
