@@ -14,6 +14,6 @@ from __future__ import annotations
 
 from loadersearch.online._autoloader import AutoLoader, autoloader
 from loadersearch.online._report import OnlineReport
-from loadersearch.online._tuner import SegmentShape, Tuner
+from loadersearch.online._tuner import Axis, SegmentShape, Tuner
 
-__all__ = ["AutoLoader", "OnlineReport", "SegmentShape", "Tuner", "autoloader"]
+__all__ = ["AutoLoader", "Axis", "OnlineReport", "SegmentShape", "Tuner", "autoloader"]

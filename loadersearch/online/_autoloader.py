@@ -19,15 +19,15 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import torch
-from torch.utils.data import DataLoader, Dataset, IterableDataset, Sampler
+from torch.utils.data import BatchSampler, DataLoader, Dataset, IterableDataset, Sampler
 
 from loadersearch.config import LoaderConfig
 from loadersearch.online._report import OnlineReport, build_report
-from loadersearch.online._tuner import SegmentShape, Tuner, with_knob
+from loadersearch.online._tuner import Axis, SegmentShape, Tuner, with_knob
 
 _logger = logging.getLogger(__name__)
 
@@ -87,6 +87,54 @@ class _Batches(Sampler[list[int]]):
         return len(self.pending) if self.pending is not None else len(self.source)
 
 
+class _Epoch:
+    """One epoch's order, handed out stretch by stretch: the user's batches as drawn (a fixed
+    batch size), or the sampler's indices cut at each candidate's batch size (``batch_sizes``
+    tuned; the epoch's last batch is short, or dropped with ``drop_last``, as a DataLoader's)."""
+
+    def __init__(
+        self,
+        batches: list[list[int]] | None = None,
+        order: list[int] | None = None,
+        drop_last: bool = False,
+    ) -> None:
+        self.batches, self.order, self.drop_last = batches, order, drop_last
+        self.pos = 0  # in batches, or in indices
+
+    def _len(self) -> int:
+        return len(self.batches) if self.batches is not None else len(self.order or [])
+
+    def done(self) -> bool:
+        return self.pos >= self._len()
+
+    def fits(self, steps: int, batch_size: int) -> bool:
+        need = steps if self.batches is not None else steps * batch_size
+        return self.pos + need <= self._len()
+
+    def take(self, steps: int, batch_size: int) -> list[list[int]]:
+        if self.batches is not None:
+            out = self.batches[self.pos : self.pos + steps]
+            self.pos += len(out)
+            return out
+        return self._cut(self.pos + steps * batch_size, batch_size)
+
+    def rest(self, batch_size: int) -> list[list[int]]:
+        if self.batches is not None:
+            out = self.batches[self.pos :]
+            self.pos = len(self.batches)
+            return out
+        out = self._cut(self._len(), batch_size)
+        if out and self.drop_last and len(out[-1]) < batch_size:
+            out.pop()
+        return out
+
+    def _cut(self, end: int, batch_size: int) -> list[list[int]]:
+        assert self.order is not None
+        idx = self.order[self.pos : end]
+        self.pos += len(idx)
+        return [idx[i : i + batch_size] for i in range(0, len(idx), batch_size)]
+
+
 class AutoLoader:
     """A drop-in for ``torch.utils.data.DataLoader`` in a training loop that tunes
     ``num_workers``, ``prefetch_factor`` and ``pin_memory`` (with a GPU) while the loop runs,
@@ -130,6 +178,7 @@ class AutoLoader:
         window_steps: int = 8,
         epochs: int | None = None,
         margin: float = 0.05,
+        batch_sizes: Sequence[int] | None = None,
         **kwargs: Any,
     ) -> None:
         if isinstance(dataset, IterableDataset):
@@ -164,6 +213,21 @@ class AutoLoader:
                 "AutoLoader serves batches, and batch_size=None without a batch_sampler asks "
                 "for single samples: give batch_size (or a batch_sampler)."
             )
+        if batch_sizes is not None:
+            if "batch_sampler" in order:
+                raise ValueError(
+                    "batch_sizes tunes the batch size, and a batch_sampler fixes the batches: "
+                    "drop one of them."
+                )
+            bad = [
+                b for b in batch_sizes if isinstance(b, bool) or not isinstance(b, int) or b < 1
+            ]
+            if bad or not batch_sizes:
+                raise ValueError(
+                    f"batch_sizes must be positive integers, e.g. [16, 32, 64], but got "
+                    f"{list(batch_sizes)!r}."
+                )
+        self._batch_sizes = sorted({*batch_sizes, batch_size}) if batch_sizes else None
         self.dataset = dataset
         self.batch_size = self._drawer.batch_size
         self.drop_last = self._drawer.drop_last
@@ -205,6 +269,7 @@ class AutoLoader:
         self._active: Any = None  # the running iterator of a segment or rest-of-epoch loader
         self._serving: LoaderConfig | None = None
         self._seconds = 0.0  # wall time served while tuning
+        self._images = 0  # samples served while tuning
         self.report: OnlineReport | None = None
 
     def default_budget(self) -> int:
@@ -281,9 +346,15 @@ class AutoLoader:
         pf = self.fixed.get("prefetch_factor")
         return [self._config(num_workers=w, prefetch_factor=pf, pin_memory=pin) for w in workers]
 
-    def _variants(self) -> list[Callable[[LoaderConfig], list[LoaderConfig]]]:
-        """One function per knob tried on the ladder's best: prefetch, then pinned memory."""
-        axes: list[Callable[[LoaderConfig], list[LoaderConfig]]] = []
+    def _variants(self) -> list[Any]:
+        """One axis per knob tried on the ladder's best: the batch sizes you listed (all of
+        them), prefetch, then pinned memory (while each improves)."""
+        axes: list[Any] = []
+        if self._batch_sizes:  # every size you listed, on the best worker count
+            sizes = self._batch_sizes
+            axes.append(
+                Axis(lambda best: [with_knob(best, batch_size=b) for b in sizes], every=True)
+            )
         if "prefetch_factor" not in self.fixed:
             axes.append(
                 lambda best: (
@@ -327,37 +398,39 @@ class AutoLoader:
             **self._extra,
         )
 
-    def _draw_epoch(self) -> list[list[int]]:
-        """The epoch's batches, drawn as a DataLoader's iterator draws them: its worker seed
-        first (one draw from the user's generator, or the global one), then the sampler."""
+    def _draw_epoch(self) -> _Epoch:
+        """The epoch's order, drawn as a DataLoader's iterator draws it: its worker seed first
+        (one draw from the user's generator, or the global one), then the sampler."""
         torch.empty((), dtype=torch.int64).random_(generator=self.generator)
-        return [list(b) for b in self.batch_sampler]
+        if self._batch_sizes:
+            return _Epoch(order=list(self.sampler), drop_last=self.drop_last)
+        return _Epoch(batches=[list(b) for b in self.batch_sampler])
 
     def _tuning_epoch(self) -> Iterator[Any]:
-        batches = self._draw_epoch()
-        pos = 0
+        epoch = self._draw_epoch()
         completed = False
         t0 = time.perf_counter()
         try:
-            while pos < len(batches):
+            while not epoch.done():
                 config = self.tuner.next()
                 if config is None:  # settled: the chosen loader serves the rest
                     self._seconds += time.perf_counter() - t0
                     self._settle()
-                    self._final_batches.pending = batches[pos:]
+                    self._final_batches.pending = epoch.rest(self.batch_size)
                     yield from self._serve_final()
                     break
-                if pos + self.shape.steps > len(batches):
+                if not epoch.fits(self.shape.steps, config.batch_size):
                     # too short for a segment: the best so far serves the rest, unmeasured,
                     # and tuning goes on in the next epoch
                     best = self.tuner.best()
-                    rest = batches[pos:]
+                    use = best.config if best else config
+                    rest = epoch.rest(use.batch_size)
                     self.tuner.spend(len(rest))
-                    yield from self._serve(best.config if best else config, rest)
+                    self._images += sum(len(b) for b in rest)
+                    yield from self._serve(use, rest)
                     break
-                segment = batches[pos : pos + self.shape.steps]
+                segment = epoch.take(self.shape.steps, config.batch_size)
                 yield from self._segment(config, segment)
-                pos += len(segment)
             completed = True
         finally:
             if self.report is None:
@@ -383,6 +456,7 @@ class AutoLoader:
                 if k == 0:
                     start_s = time.perf_counter() - t_iter
                 self.tuner.spend(1)
+                self._images += len(batches[k])
                 yield batch
                 del batch
             _sync()
@@ -390,12 +464,12 @@ class AutoLoader:
         finally:
             _shut_down(self._active)
             self._active = None
-        steps = self.shape.window_steps
+        images = self.shape.window_steps * config.batch_size  # a window's, all batches full
         rates = [
-            steps / (b - a) if b > a else math.inf for a, b in zip(marks, marks[1:], strict=False)
+            images / (b - a) if b > a else math.inf for a, b in zip(marks, marks[1:], strict=False)
         ]
         self.tuner.record(config, rates, start_s, marks[-1] - t_iter)
-        _logger.debug("segment %s: %s steps/s", config.label(), [f"{r:.1f}" for r in rates])
+        _logger.debug("segment %s: %s images/s", config.label(), [f"{r:.1f}" for r in rates])
 
     def _serve(self, config: LoaderConfig, batches: list[list[int]]) -> Iterator[Any]:
         self._serving = config
@@ -429,6 +503,11 @@ class AutoLoader:
         kwargs.pop("batch_size")
         if final.num_workers > 0 and self._start_method is None:
             kwargs.pop("multiprocessing_context")
+        epoch_images = len(self) * (self.batch_size or 1)  # as you passed it, for the report
+        if final.batch_size != self.batch_size:  # a batch size you listed won
+            self.batch_size = final.batch_size
+            self.batch_sampler = BatchSampler(self.sampler, final.batch_size, self.drop_last)
+            self._final_batches.source = self.batch_sampler
         self._final = DataLoader(
             self.dataset,
             batch_sampler=self._final_batches,
@@ -443,7 +522,8 @@ class AutoLoader:
             final=final,
             baseline=self._base,
             tuning_s=self._seconds,
-            steps_per_epoch=len(self),
+            tuning_images=self._images,
+            epoch_images=epoch_images,
             epochs=self.epochs,
         )
         _logger.info("%s", self.report.summary())

@@ -15,41 +15,43 @@ if TYPE_CHECKING:
 class OnlineReport:
     """The choice of an :class:`~loadersearch.AutoLoader` and its cost.
 
-    Rates are the training loop's own steps per second (your step included), the median of
-    the measured windows. ``cost_s`` is the tuning time beyond what the chosen configuration
-    would have taken for the same steps (slower candidates, and each candidate's worker
-    start-up); ``saved_per_epoch_s`` is the chosen configuration's gain over the one you
-    passed (``baseline``: PyTorch's defaults for the knobs you did not pass)."""
+    Rates are images (samples) per second of the training loop itself (your step included),
+    the median of the measured windows. ``cost_s`` is the tuning time beyond what the chosen
+    configuration would have taken for the same images (slower candidates, and each
+    candidate's worker start-up); ``saved_per_epoch_s`` is the chosen configuration's gain
+    over the one you passed (``baseline``: PyTorch's defaults for the knobs you did not
+    pass)."""
 
     config: LoaderConfig  # what serves from now on (persistent_workers decided)
-    steps_per_s: float  # measured rate of the chosen configuration
+    images_per_s: float  # measured rate of the chosen configuration
     baseline: LoaderConfig
-    baseline_steps_per_s: float | None  # None when tuning ended before measuring it
+    baseline_images_per_s: float | None  # None when tuning ended before measuring it
     tuning_steps: int  # steps served while tuning
+    tuning_images: int  # images served while tuning
     tuning_s: float  # wall time of those steps
     slower_steps: int  # steps served by candidates other than the chosen one
-    cost_s: float  # tuning_s - tuning_steps / steps_per_s
-    steps_per_epoch: int
+    cost_s: float  # tuning_s - tuning_images / images_per_s
+    epoch_images: int  # images in one epoch
     epochs: int | None  # planned epochs, when given
     start_s: float  # the chosen configuration's worker start-up (first-batch latency)
     candidates: list[dict[str, Any]] = field(default_factory=list)
 
     @property
-    def images_per_s(self) -> float:
-        return self.steps_per_s * self.config.batch_size
+    def steps_per_s(self) -> float:
+        return self.images_per_s / self.config.batch_size
 
     @property
     def speedup(self) -> float | None:
-        """Chosen over baseline (steps/s ratio)."""
-        if not self.baseline_steps_per_s:
+        """Chosen over baseline (images/s ratio)."""
+        if not self.baseline_images_per_s:
             return None
-        return self.steps_per_s / self.baseline_steps_per_s
+        return self.images_per_s / self.baseline_images_per_s
 
     @property
     def saved_per_epoch_s(self) -> float | None:
-        if not self.baseline_steps_per_s or not self.steps_per_s:
+        if not self.baseline_images_per_s or not self.images_per_s:
             return None
-        return self.steps_per_epoch * (1 / self.baseline_steps_per_s - 1 / self.steps_per_s)
+        return self.epoch_images * (1 / self.baseline_images_per_s - 1 / self.images_per_s)
 
     @property
     def saved_s(self) -> float | None:
@@ -57,7 +59,7 @@ class OnlineReport:
         per_epoch = self.saved_per_epoch_s
         if per_epoch is None or self.epochs is None:
             return None
-        remaining = max(0.0, self.epochs - self.tuning_steps / max(1, self.steps_per_epoch))
+        remaining = max(0.0, self.epochs - self.tuning_images / max(1, self.epoch_images))
         return per_epoch * remaining
 
     @property
@@ -75,9 +77,10 @@ class OnlineReport:
             "steps_per_s": round(self.steps_per_s, 3),
             "images_per_s": round(self.images_per_s, 2),
             "baseline": self.baseline.label(),
-            "baseline_steps_per_s": _r(self.baseline_steps_per_s),
+            "baseline_images_per_s": _r(self.baseline_images_per_s),
             "speedup": _r(self.speedup),
             "tuning_steps": self.tuning_steps,
+            "tuning_images": self.tuning_images,
             "tuning_s": round(self.tuning_s, 3),
             "slower_steps": self.slower_steps,
             "cost_s": round(self.cost_s, 3),
@@ -92,13 +95,13 @@ class OnlineReport:
         """A few lines for a person: the choice, the cost, the saving."""
         lines = [
             f"AutoLoader settled on {self.config.label()} after {self.tuning_steps} steps "
-            f"({self.tuning_s:.1f} s): {self.steps_per_s:.2f} steps/s "
-            f"({self.images_per_s:.1f} img/s, your step included).",
+            f"({self.tuning_s:.1f} s): {self.images_per_s:.1f} img/s "
+            f"({self.steps_per_s:.2f} steps/s, your step included).",
         ]
         if self.speedup is not None:
             lines.append(
                 f"  vs what you passed ({self.baseline.label()}): "
-                f"{self.baseline_steps_per_s:.2f} steps/s, x{self.speedup:.2f}."
+                f"{self.baseline_images_per_s:.1f} img/s, x{self.speedup:.2f}."
             )
         lines.append(
             f"  cost: {self.slower_steps} steps on other candidates; {max(0.0, self.cost_s):.1f}"
@@ -106,7 +109,7 @@ class OnlineReport:
         )
         per_epoch = self.saved_per_epoch_s
         if per_epoch is not None:
-            text = f"  saving: {per_epoch:.1f} s per epoch of {self.steps_per_epoch} steps"
+            text = f"  saving: {per_epoch:.1f} s per epoch of {self.epoch_images} images"
             if self.saved_s is not None:
                 text += f", {self.saved_s:.0f} s over the remaining of {self.epochs} epochs"
             if self.break_even_epochs is not None:
@@ -120,8 +123,8 @@ class OnlineReport:
         for c in self.candidates:
             state = c["dropped"] or ("chosen" if c["chosen"] else "kept")
             lines.append(
-                f"  {c['label']:<28} {c['segments']} segment(s) {c['steps_per_s']:8.2f} "
-                f"steps/s  {state}"
+                f"  {c['label']:<28} {c['segments']} segment(s) {c['images_per_s']:9.1f} "
+                f"img/s  {state}"
             )
         return "\n".join(lines)
 
@@ -136,7 +139,8 @@ def build_report(
     final: LoaderConfig,
     baseline: LoaderConfig,
     tuning_s: float,
-    steps_per_epoch: int,
+    tuning_images: int,
+    epoch_images: int,
     epochs: int | None,
 ) -> OnlineReport:
     settled = tuner.settled
@@ -144,7 +148,7 @@ def build_report(
     rate = chosen.rate if chosen else 0.0
     base = tuner.candidates.get(baseline)
     slower = sum(c.steps for k, c in tuner.candidates.items() if k != settled)
-    cost = tuning_s - tuner.spent / rate if rate > 0 else tuning_s
+    cost = tuning_s - tuning_images / rate if rate > 0 else tuning_s
     start = sorted(chosen.starts)[len(chosen.starts) // 2] if chosen and chosen.starts else 0.0
     rows = [
         {
@@ -152,7 +156,7 @@ def build_report(
             "config": c.config.to_dict(),
             "segments": len(c.segments),
             "steps": c.steps,
-            "steps_per_s": round(c.rate, 3),
+            "images_per_s": round(c.rate, 2),
             "window_rates": [[round(r, 3) for r in seg] for seg in c.segments],
             "dropped": c.dropped,
             "chosen": c.config == settled,
@@ -161,14 +165,15 @@ def build_report(
     ]
     return OnlineReport(
         config=final,
-        steps_per_s=rate,
+        images_per_s=rate,
         baseline=baseline,
-        baseline_steps_per_s=base.rate if base and base.segments else None,
+        baseline_images_per_s=base.rate if base and base.segments else None,
         tuning_steps=tuner.spent,
+        tuning_images=tuning_images,
         tuning_s=tuning_s,
         slower_steps=slower,
         cost_s=cost,
-        steps_per_epoch=steps_per_epoch,
+        epoch_images=epoch_images,
         epochs=epochs,
         start_s=start,
         candidates=rows,

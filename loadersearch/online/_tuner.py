@@ -56,12 +56,21 @@ class SegmentShape:
         return [self.warmup + k * self.window_steps for k in range(self.windows + 1)]
 
 
+@dataclass(frozen=True)
+class Axis:
+    """One knob tried around the best so far: ``values(best)`` in order, stopping at the first
+    that does not become the best, or all of them with ``every``."""
+
+    values: Callable[[LoaderConfig], list[LoaderConfig]]
+    every: bool = False
+
+
 @dataclass
 class Candidate:
     """One configuration and what its segments measured."""
 
     config: LoaderConfig
-    segments: list[list[float]] = field(default_factory=list)  # window rates (steps/s)
+    segments: list[list[float]] = field(default_factory=list)  # window rates (images/s)
     starts: list[float] = field(default_factory=list)  # first-batch latency of each segment
     seconds: float = 0.0  # wall time of its segments, warm-up included
     steps: int = 0  # steps it served
@@ -74,7 +83,7 @@ class Candidate:
 
     @property
     def rate(self) -> float:
-        """Steps/s: the median of its window rates."""
+        """Images/s: the median of its window rates."""
         rates = [r for seg in self.segments for r in seg]
         return statistics.median(rates) if rates else 0.0
 
@@ -97,7 +106,7 @@ class Tuner:
         *,
         shape: SegmentShape,
         budget: int,
-        variants: Sequence[Callable[[LoaderConfig], list[LoaderConfig]]] = (),
+        variants: Sequence[Axis | Callable[[LoaderConfig], list[LoaderConfig]]] = (),
         seeded: bool = False,
         margin: float = 0.05,
         p_threshold: float = 0.1,
@@ -120,7 +129,7 @@ class Tuner:
         self.spent = 0  # steps served while tuning (segments and the rest of short epochs)
         self.settled: LoaderConfig | None = None
         self._ladder = list(dict.fromkeys(ladder))
-        self._variants = list(variants)
+        self._variants = [v if isinstance(v, Axis) else Axis(v) for v in variants]
         self._current: LoaderConfig | None = None  # proposed, not yet recorded
         self._plan = self._proposals()
 
@@ -144,7 +153,7 @@ class Tuner:
         return self._current
 
     def record(self, config: LoaderConfig, rates: list[float], start_s: float, seconds: float):
-        """One segment of ``config``: its window rates (steps/s), its first-batch latency and
+        """One segment of ``config``: its window rates (images/s), its first-batch latency and
         its wall time (warm-up included)."""
         if len(rates) != self.shape.windows:
             raise ValueError(f"a segment has {self.shape.windows} windows but got {len(rates)}.")
@@ -211,12 +220,12 @@ class Tuner:
             tried: set[LoaderConfig] = set(self.candidates)
             for axis in self._variants:  # each knob on the best so far, while it improves
                 best = self.best()
-                for variant in axis(best.config) if best else []:
+                for variant in axis.values(best.config) if best else []:
                     if variant in tried:
                         continue
                     tried.add(variant)
                     yield variant
-                    if self.best() is None or self.best().config != variant:
+                    if not axis.every and (self.best() is None or self.best().config != variant):
                         break
         # the race: the candidates not clearly slower, one more segment each per round
         for _ in range(self.race_rounds - 1):

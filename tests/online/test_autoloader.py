@@ -58,6 +58,26 @@ def test_every_batch_is_served_once_in_the_samplers_order_across_switches(drop_l
     loader.close()
 
 
+def test_tuning_the_batch_size_serves_every_index_once_and_keeps_the_winner() -> None:
+    ds = pipelines.Slow(n=250, ms=0.2)  # a 4 ms step a batch, whatever its size: 8 wins
+    torch.manual_seed(0)
+    expected = [i for b in DataLoader(pipelines.Slow(250, 0.0), batch_size=4, shuffle=True)
+                for i in b.flatten().tolist()]  # fmt: skip
+    torch.manual_seed(0)
+    with loadersearch.AutoLoader(
+        ds, batch_size=4, shuffle=True, batch_sizes=[8], tune_steps=48, **SMALL
+    ) as loader:
+        first = _served(loader, 1)
+
+        assert [i for b in first for i in b] == expected  # the sampler's order, each once
+        assert {len(b) for b in first[:-1]} == {4, 8}  # both sizes served their segments
+        assert {c.batch_size for c in loader.tuner.candidates} == {4, 8}
+        assert loader.config.batch_size == 8 and loader.batch_size == 8 and len(loader) == 32
+        later = _served(loader, 1)
+        assert [len(b) for b in later] == [8] * 31 + [2]  # the last one short, as a DataLoader's
+        assert sorted(i for b in later for i in b) == list(range(250))
+
+
 def test_a_user_batch_sampler_keeps_its_batches() -> None:
     ds = pipelines.Slow(n=60, ms=1.0)
     batches = BatchSampler(SequentialSampler(range(60)), batch_size=5, drop_last=False)
@@ -135,6 +155,10 @@ def test_bad_arguments_are_refused_naming_the_fix() -> None:
         loadersearch.AutoLoader(pipelines.Slow(8), multiprocessing_context=object())
     with pytest.raises(ValueError, match="give batch_size"):
         loadersearch.AutoLoader(pipelines.Slow(8), batch_size=None)
+    with pytest.raises(ValueError, match="drop one of them"):
+        loadersearch.AutoLoader(pipelines.Slow(8), batch_sampler=[[0, 1]], batch_sizes=[4])
+    with pytest.raises(ValueError, match="positive integers"):
+        loadersearch.AutoLoader(pipelines.Slow(8), batch_sizes=[0])
     with pytest.raises(ValueError, match="shuffle"):  # DataLoader's own check
         loadersearch.AutoLoader(pipelines.Slow(8), sampler=range(8), shuffle=True)
 
@@ -151,6 +175,6 @@ def test_on_a_gpu_pinned_memory_is_a_candidate_and_batches_reach_the_device() ->
             x = batch.to("cuda", non_blocking=True).float()
             (x @ weights).sum()  # device work the window edges wait for
     assert (True, True) in pinned  # pinned memory tried, and the batches were pinned
-    assert loader.config is not None and loader.report.steps_per_s > 0
+    assert loader.config is not None and loader.report.images_per_s > 0
     loader.close()
     assert _workers() == []
