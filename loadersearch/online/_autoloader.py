@@ -147,16 +147,20 @@ class AutoLoader:
         print(loader.report.summary())
 
     During the first epoch (``tune_steps`` steps: default the first epoch's length, and at
-    least 6 segments, which a short epoch continues into the next) it serves
-    batches from short measured segments of candidate configurations, then settles. The loop
-    sees every batch of each epoch once, in the sampler's order, with a plain DataLoader's
-    batch boundaries; the objective is the loop's own step rate, your step included.
+    least 6 segments, which a short epoch continues into the next) it serves batches from
+    short measured segments of candidate configurations, then settles. The loop sees every
+    sample of each epoch once, in the sampler's order, with a plain DataLoader's batch
+    boundaries; the objective is the loop's own images/s, your step included.
 
     Arguments as DataLoader's: ``dataset``, ``batch_size``, ``shuffle``, ``sampler``,
     ``batch_sampler``, ``drop_last``, ``generator``, ``collate_fn`` and any other keyword
     (``worker_init_fn``, ``timeout``, ...), passed to every DataLoader it builds. A tuned knob
     you pass (``num_workers=4``) is fixed at that value. ``persistent_workers``: kept after
-    settling unless you pass it. ``batch_size`` is never changed.
+    settling unless you pass it. ``batch_size`` is not changed (it changes training) unless
+    you ask: ``batch_sizes=[32, 64]`` tries those sizes too (on the best worker count; the
+    epoch's order is then cut at each candidate's size, and later epochs use the winner's:
+    read ``loader.batch_size`` if your learning rate depends on it). Not with a
+    ``batch_sampler``.
 
     Tuning: ``study`` (and ``storage``, as for ``loadersearch run``): a stored study of this
     hardware whose best configurations are raced instead of the worker ladder; the result is
