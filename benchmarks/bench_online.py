@@ -56,7 +56,7 @@ class JpegImages(Dataset):
     """``n`` JPEG images of ``size`` px held encoded in memory; each read decodes, crops at
     random, flips and normalises: the CPU work of a vision loader."""
 
-    def __init__(self, n: int = 1024, size: int = 96, crop: int = 64) -> None:
+    def __init__(self, n: int = 2048, size: int = 128, crop: int = 112) -> None:
         from torchvision.io import encode_jpeg
 
         g = torch.Generator().manual_seed(0)
@@ -82,7 +82,7 @@ def make_slow(n: int = 2000, ms: float = 2.0) -> SlowSamples:
     return SlowSamples(n=n, ms=ms)
 
 
-def make_jpeg(n: int = 1024) -> JpegImages:
+def make_jpeg(n: int = 2048) -> JpegImages:
     return JpegImages(n=n)
 
 
@@ -108,7 +108,7 @@ WORKLOADS: dict[str, dict[str, Any]] = {
     "train": {
         "dataset": make_jpeg,
         "batch_size": 8,
-        "describe": "CPU training of a 3-layer CNN, JPEG 96 px decoded, cropped to 64, flipped",
+        "describe": "CPU training of a 3-layer CNN, JPEG 128 px decoded, cropped to 112, flipped",
     },
 }
 
