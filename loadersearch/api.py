@@ -132,6 +132,7 @@ def tune(
     optimizer: str | None = None,
     emulated_ms: tuple[float, float] | None = None,
     emulated_mib: tuple[float, float] | None = None,
+    emulated_io_ms: float | None = None,
     trials: int | None = None,
     study: str | None = None,
     storage: str | None = None,
@@ -162,7 +163,8 @@ def tune(
 
     Measurement: ``workload`` is ``"train"`` (default), ``"loader"`` (the data pipeline
     alone) or ``"emulated"`` (your data, a stand-in device taking ``emulated_ms = (a, b)``:
-    a + b*batch ms per batch, and ``emulated_mib`` of memory); ``device`` ``"auto"``,
+    a + b*batch ms per batch, and ``emulated_mib`` of memory); ``emulated_io_ms``: each sample
+    read first waits that many ms (EMULATED slow storage, a sleep); ``device`` ``"auto"``,
     ``"cuda"`` or ``"cpu"``; ``vram_cap`` bytes or ``"6GiB"``; ``plan`` a
     :class:`MeasurePlan` or some of its fields (default: short measurements sized for this
     machine).
@@ -203,7 +205,7 @@ def tune(
             "allow_mixed_hardware": True if allow_mixed_hardware else None,
         },
         workload=_workload_options(
-            workload, device, vram_cap, optimizer, emulated_ms, emulated_mib
+            workload, device, vram_cap, optimizer, emulated_ms, emulated_mib, emulated_io_ms
         ),
         plan=_plan_options(plan),
         space_ranges={k: _range(v) for k, v in (space or {}).items()},
@@ -251,6 +253,7 @@ def bench(
     optimizer: str | None = None,
     emulated_ms: tuple[float, float] | None = None,
     emulated_mib: tuple[float, float] | None = None,
+    emulated_io_ms: float | None = None,
     plan: MeasurePlan | Mapping[str, Any] | None = None,
     on_window: Callable[[Window], bool] | None = None,
 ) -> MeasureResult:
@@ -275,7 +278,9 @@ def bench(
         {},
         _pipeline_options(dataset, model, loss, step, collate_fn, dataset_kwargs, model_kwargs),
     )
-    options = _workload_options(workload, device, vram_cap, optimizer, emulated_ms, emulated_mib)
+    options = _workload_options(
+        workload, device, vram_cap, optimizer, emulated_ms, emulated_mib, emulated_io_ms
+    )
     try:
         if "vram_cap" in options:
             options["vram_cap"] = parse_size(options["vram_cap"])
@@ -350,6 +355,7 @@ def _workload_options(
     optimizer: str | None,
     emulated_ms: tuple[float, float] | None,
     emulated_mib: tuple[float, float] | None,
+    emulated_io_ms: float | None = None,
 ) -> dict[str, Any]:
     given = {
         "kind": kind,
@@ -358,6 +364,7 @@ def _workload_options(
         "optimizer": optimizer,
         "emulated_ms": emulated_ms,
         "emulated_mib": emulated_mib,
+        "emulated_io_ms": emulated_io_ms,
     }
     return {k: v for k, v in given.items() if v is not None}
 

@@ -22,6 +22,9 @@ WORKLOADS = ("train", "loader", "emulated")
 DEVICES = ("auto", "cuda", "cpu")
 OPTIMIZERS = ("sgd", "adamw")
 FORMATS = ("yolo", "voc", "coco")  # dataset layouts
+# none: read and decode every file per sample; ram: the encoded files held in shared memory;
+# memmap: pre-decoded, pre-resized pixels in a memory-mapped file (workload/cache.py)
+CACHES = ("none", "ram", "memmap")
 PRUNERS = ("wilcoxon", "median", "none")
 SAMPLERS = ("structured", "tpe", "gp", "random")  # the first is the default (tabular benchmark)
 DEFAULT_PREFETCH = 2  # PyTorch's prefetch_factor when workers are used and none is given
@@ -104,8 +107,14 @@ class LoaderConfig:
     # when 0 workers, and None with workers means DEFAULT_START_METHOD (normalised like
     # prefetch_factor). A field that older studies' configurations lack: they load as the default.
     start_method: str | None = None
+    # none | ram | memmap: where the images come from, when the study searches it
+    # (--search-cache); None = the workload's own cache (WorkloadSpec.cache). Not a DataLoader
+    # argument: the answer names it beside the pasted line.
+    cache: str | None = None
 
     def __post_init__(self) -> None:
+        if self.cache is not None and self.cache not in CACHES:
+            raise ValueError(f"Unknown cache {self.cache!r}; choose one of {', '.join(CACHES)}.")
         if isinstance(self.num_workers, bool) or int(self.num_workers) != self.num_workers:
             raise ValueError(f"num_workers must be an integer but got {self.num_workers!r}.")
         if self.num_workers < 0:
@@ -171,6 +180,8 @@ class LoaderConfig:
                 parts.append("persist")
             if self.start_method != DEFAULT_START_METHOD:
                 parts.append(str(self.start_method))
+        if self.cache not in (None, "none"):
+            parts.append(str(self.cache))
         return " ".join(parts)
 
     def snippet(self, dataset: str = "dataset", sampler: str | None = None) -> str:
@@ -298,6 +309,9 @@ class WorkloadSpec:
     # 600 + 150*B MiB puts the largest batch under an 8 GiB cap at 50.
     emulated_ms: tuple[float, float] = (4.0, 7.0)
     emulated_mib: tuple[float, float] = (600.0, 150.0)
+    # Emulated storage latency: each sample's fetch first waits this many ms (a sleep, no CPU),
+    # as on network storage or a hard disk; 0 = none. Labelled EMULATED wherever it shows.
+    emulated_io_ms: float = 0.0
     seed: int = 0
     optimizer: str = "sgd"  # train workload: sgd (momentum 0.937, nesterov) | adamw
     # Ranks of a DistributedDataParallel job on this machine, one process per device (NCCL on
@@ -306,6 +320,13 @@ class WorkloadSpec:
     # Your own dataset (and model and step) instead of YOLOv4-tiny on a detection dataset;
     # ``kind`` still applies: train (your step), loader, emulated (your data, a stand-in device).
     pipeline: PipelineSpec | None = None
+    # The built-in dataset's cache (the article's remedies for a slow data side): none | ram
+    # (encoded files in shared memory; decode per sample) | memmap (decoded once, resized to
+    # fit img_size, memory-mapped; augmentation per sample). See workload/cache.py.
+    cache: str = "none"
+    # Where a memmap cache is kept; None = $LOADERSEARCH_CACHE_DIR, $XDG_CACHE_HOME/loadersearch
+    # or ~/.cache/loadersearch. Not part of what is measured (a resume may move it).
+    cache_dir: str | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.pipeline, dict):  # from JSON (the child, a stored study)
@@ -329,6 +350,8 @@ class WorkloadSpec:
             raise ValueError(
                 f"Unknown dataset format {self.data_format!r}; choose one of {', '.join(FORMATS)}."
             )
+        if self.cache not in CACHES:
+            raise ValueError(f"Unknown cache {self.cache!r}; choose one of {', '.join(CACHES)}.")
         if self.optimizer not in OPTIMIZERS:
             raise ValueError(
                 f"Unknown optimizer {self.optimizer!r}; choose one of {', '.join(OPTIMIZERS)}."
@@ -351,6 +374,16 @@ class WorkloadSpec:
                 f"emulated_ms {self.emulated_ms!r} and emulated_mib {self.emulated_mib!r} "
                 "must be finite numbers, not negative (e.g. [4, 7] and [600, 150])."
             )
+        try:
+            io_ms = float(self.emulated_io_ms)
+        except (TypeError, ValueError):
+            io_ms = math.nan
+        if isinstance(self.emulated_io_ms, bool) or not (math.isfinite(io_ms) and io_ms >= 0):
+            raise ValueError(
+                f"emulated_io_ms must be a finite number of milliseconds, not negative (e.g. "
+                f"20), but got {self.emulated_io_ms!r}."
+            )
+        object.__setattr__(self, "emulated_io_ms", io_ms)
         # JSON turns tuples into lists; keep them tuples so specs compare equal after a round trip.
         object.__setattr__(self, "emulated_ms", tuple(float(x) for x in self.emulated_ms))
         object.__setattr__(self, "emulated_mib", tuple(float(x) for x in self.emulated_mib))
@@ -365,6 +398,8 @@ class WorkloadSpec:
             "img_size": self.img_size,
             "mosaic": self.mosaic or None,
             "skip_bad_samples": self.skip_bad_samples or None,
+            "cache": None if self.cache == "none" else self.cache,
+            "cache_dir": self.cache_dir,
         }
         given = [name for name, value in builtin.items() if value is not None]
         if given:
@@ -393,6 +428,12 @@ class WorkloadSpec:
     def emulated(self) -> bool:
         return self.kind == "emulated"
 
+    def storage_label(self) -> str | None:
+        """``"EMULATED storage latency 20 ms/sample"``, or None without one."""
+        if not self.emulated_io_ms:
+            return None
+        return f"EMULATED storage latency {self.emulated_io_ms:g} ms/sample"
+
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
@@ -404,7 +445,8 @@ class WorkloadSpec:
 
 @dataclass(frozen=True)
 class MeasurePlan:
-    """How long one measurement runs: warm-up, then ``epochs`` short epochs of ``steps``."""
+    """How long one measurement runs: warm-up, then ``epochs`` short epochs of ``steps``, or
+    more for a configuration with many batches in flight (:meth:`sized_steps`)."""
 
     # Defaults: 4 warm-up + 3 x 8 measured steps, about 10 s on a 2-core CPU for the train
     # workload at 128 px, batch 16 (process start and imports ~3.5 s of it, not measured).
@@ -415,6 +457,14 @@ class MeasurePlan:
     warmup_steps: int | None = 4  # steps per warm-up epoch; None = ``steps``
     timeout_s: float = 300.0  # wall-clock limit for the whole child, start-up included
     stall_s: float = 120.0  # after start-up, no window for this long = a hang (TIMEOUT)
+    # Sized to the configuration (sized_steps): a measured epoch of a configuration with
+    # workers holds at least in_flight_rounds x the batches its DataLoader keeps in flight
+    # (num_workers x prefetch_factor), plus one batch per worker, so that every worker count
+    # has a steady part to measure; 0 = exactly ``steps`` for every configuration.
+    in_flight_rounds: int = 2
+    # A sized epoch is cut to what fits in this many seconds at the rate of the warm-up epoch
+    # (never below ``steps``); without a warm-up it is not cut.
+    epoch_limit_s: float = 20.0
     extra: dict[str, Any] = field(default_factory=dict)  # reserved for workload-specific knobs
 
     def __post_init__(self) -> None:
@@ -433,6 +483,43 @@ class MeasurePlan:
             raise ValueError(f"timeout_s must be positive but got {self.timeout_s}.")
         if self.stall_s <= 0:
             raise ValueError(f"stall_s must be positive but got {self.stall_s}.")
+        if self.in_flight_rounds < 0:
+            raise ValueError(
+                f"in_flight_rounds cannot be negative but got {self.in_flight_rounds}."
+            )
+        if not self.epoch_limit_s > 0:
+            raise ValueError(f"epoch_limit_s must be positive but got {self.epoch_limit_s}.")
+
+    def sized_steps(self, config: LoaderConfig, full_steps: int = 0) -> int:
+        """Steps of one measured epoch of ``config`` before the time limit: ``steps``, or for
+        ``w`` workers with prefetch factor ``p`` at least ``in_flight_rounds * w * p + w`` (the
+        batches in flight, ``in_flight_rounds`` times over, then one more batch per worker);
+        never more than ``full_steps``, one full epoch of the dataset (when known and above
+        ``steps``). The same for every trial of the same configuration and dataset."""
+        target = self.steps
+        if self.in_flight_rounds and config.num_workers > 0:
+            in_flight = config.num_workers * (config.prefetch_factor or DEFAULT_PREFETCH)
+            target = max(target, self.in_flight_rounds * in_flight + config.num_workers)
+        if full_steps > 0:
+            target = min(target, max(self.steps, full_steps))
+        return target
+
+    def warmup_steps_for(self, config: LoaderConfig, sized: int) -> int:
+        """Steps of a warm-up epoch: ``warmup_steps`` (or ``steps``), and with sizing at least
+        two batches per worker (within ``sized``), so that every worker has started and its
+        rate can bound the measured epochs' length (:attr:`epoch_limit_s`)."""
+        steps = self.warmup_steps or self.steps
+        if self.in_flight_rounds and config.num_workers > 0:
+            steps = max(steps, min(2 * config.num_workers, sized))
+        return steps
+
+    def limited_steps(self, sized: int, warmup_steps: int, warmup_s: float) -> int:
+        """``sized`` cut to what fits in :attr:`epoch_limit_s` at the warm-up's rate
+        (``warmup_steps`` in ``warmup_s``, epoch start included), never below ``steps``."""
+        if warmup_s <= 0 or sized <= self.steps:
+            return sized
+        fits = int(self.epoch_limit_s * warmup_steps / warmup_s)
+        return max(self.steps, min(sized, fits))
 
     @property
     def n_windows(self) -> int:

@@ -102,3 +102,39 @@ def test_a_pipeline_survives_the_trip_to_the_child_and_refuses_what_json_cannot_
         PipelineSpec(dataset="mypkg.data:make", model_kwargs={"depth": 18})
     with pytest.raises(ValueError, match="a loss needs a model"):
         PipelineSpec(dataset="mypkg.data:make", loss="torch.nn:L1Loss")
+
+
+@pytest.mark.parametrize("value", [-1, float("nan"), float("inf"), "slow", True])
+def test_an_impossible_storage_latency_is_refused(value) -> None:
+    with pytest.raises(ValueError, match="emulated_io_ms must be a finite number"):
+        WorkloadSpec(emulated_io_ms=value)
+
+
+def test_the_storage_latency_survives_the_trip_and_is_labelled_only_when_set() -> None:
+    spec = WorkloadSpec(kind="loader", emulated_io_ms=20)
+    assert WorkloadSpec.from_dict(json.loads(json.dumps(spec.to_dict()))) == spec
+    assert spec.emulated_io_ms == 20.0
+    assert spec.storage_label() == "EMULATED storage latency 20 ms/sample"
+    assert WorkloadSpec().storage_label() is None
+
+
+def test_a_measured_epoch_is_sized_to_the_batches_in_flight() -> None:
+    plan = MeasurePlan(steps=8, in_flight_rounds=2)
+    assert plan.sized_steps(LoaderConfig(num_workers=0)) == 8
+    assert plan.sized_steps(LoaderConfig(num_workers=1)) == 8  # 2 x 1 x 2 + 1 = 5 < 8
+    assert plan.sized_steps(LoaderConfig(num_workers=16)) == 2 * 16 * 2 + 16
+    assert plan.sized_steps(LoaderConfig(num_workers=8, prefetch_factor=8)) == 2 * 64 + 8
+    # never beyond one full epoch of the dataset, never below steps
+    assert plan.sized_steps(LoaderConfig(num_workers=16), full_steps=40) == 40
+    assert plan.sized_steps(LoaderConfig(num_workers=16), full_steps=3) == 8
+    assert MeasurePlan(steps=8, in_flight_rounds=0).sized_steps(LoaderConfig(num_workers=16)) == 8
+    # the warm-up: two batches per worker; the time limit at its rate, never below steps
+    assert plan.warmup_steps_for(LoaderConfig(num_workers=16), 80) == 32
+    assert plan.warmup_steps_for(LoaderConfig(num_workers=0), 8) == 4
+    limited = MeasurePlan(steps=8, epoch_limit_s=10.0)
+    assert limited.limited_steps(80, warmup_steps=32, warmup_s=8.0) == 40  # 4 steps/s x 10 s
+    assert limited.limited_steps(80, warmup_steps=32, warmup_s=1.0) == 80
+    assert limited.limited_steps(80, warmup_steps=32, warmup_s=100.0) == 8
+    assert limited.limited_steps(80, warmup_steps=32, warmup_s=0.0) == 80  # no warm-up
+    with pytest.raises(ValueError, match="in_flight_rounds cannot be negative"):
+        MeasurePlan(in_flight_rounds=-1)

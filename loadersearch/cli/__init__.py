@@ -18,6 +18,7 @@ from loadersearch.errors import Interrupted, LoaderSearchError
 _COMMANDS = [
     ("loadersearch.cli.make_dataset", "make_dataset"),
     ("loadersearch.cli.bench", "bench"),
+    ("loadersearch.cli.diagnose", "diagnose"),
     ("loadersearch.cli.run", "run"),
     ("loadersearch.cli.worker", "worker"),
     ("loadersearch.cli.report", "report"),

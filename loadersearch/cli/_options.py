@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 from loadersearch.config import (
+    CACHES,
     DEVICES,
     FORMATS,
     OPTIMIZERS,
@@ -160,6 +161,15 @@ workload_options = _apply(
             f"{_SPEC.emulated_mib[0]:g},{_SPEC.emulated_mib[1]:g}].",
         ),
         click.option(
+            "--emulated-io-ms",
+            type=click.FloatRange(min=0),
+            default=None,
+            metavar="MS",
+            help="Emulated storage latency: each sample's read first waits MS milliseconds "
+            "(a sleep, no CPU), as on network storage or a hard disk, so that many workers "
+            "pay off even on a few cores; results are labelled EMULATED [default: 0, none].",
+        ),
+        click.option(
             "--mosaic/--no-mosaic",
             default=None,
             help="4-image mosaic augmentation (p=0.5) [default: off].",
@@ -169,6 +179,24 @@ workload_options = _apply(
             is_flag=True,
             default=None,
             help="Leave out unreadable samples (counted) instead of stopping.",
+        ),
+        click.option(
+            "--cache",
+            type=click.Choice(CACHES),
+            default=None,
+            help="Where the built-in dataset's images come from [default: none, each file "
+            "read and decoded per sample]. ram: the encoded files held in shared memory (no "
+            "storage reads; decoding still per sample); memmap: decoded once and resized to "
+            "fit --img-size into a memory-mapped file, built once per dataset and size in "
+            "the cache directory and reused (augmentation still per sample).",
+        ),
+        click.option(
+            "--cache-dir",
+            type=click.Path(file_okay=False),
+            default=None,
+            help="Where memmap caches are kept [default: $LOADERSEARCH_CACHE_DIR, else "
+            "$XDG_CACHE_HOME/loadersearch or ~/.cache/loadersearch; never inside the dataset "
+            "unless given so].",
         ),
         click.option(
             "--optimizer",
@@ -247,10 +275,13 @@ WORKLOAD_KEYS = (
     "vram_cap",
     "emulated_ms",
     "emulated_mib",
+    "emulated_io_ms",
     "mosaic",
     "skip_bad_samples",
     "optimizer",
     "gpus",
+    "cache",
+    "cache_dir",
 )
 
 
@@ -315,6 +346,23 @@ plan_options = _apply(
             help="Batches per warm-up epoch.",
         ),
         click.option(
+            "--in-flight-rounds",
+            type=click.IntRange(min=0),
+            default=None,
+            help="Size each measured epoch to its configuration: with W workers and prefetch "
+            "factor P, at least ROUNDS x W x P + W steps (the batches in flight, ROUNDS times "
+            "over), so that every worker count has a steady part; 0 = --steps for every "
+            f"configuration [default: {_PLAN.in_flight_rounds}].",
+        ),
+        click.option(
+            "--epoch-limit",
+            "epoch_limit_s",
+            type=click.FloatRange(min=0, min_open=True),
+            default=None,
+            help="Seconds a sized epoch may take at the warm-up's rate; longer ones are cut "
+            f"(never below --steps) [default: {_PLAN.epoch_limit_s:g}].",
+        ),
+        click.option(
             "--timeout",
             "--trial-timeout",
             "timeout_s",
@@ -325,7 +373,16 @@ plan_options = _apply(
         ),
     ]
 )
-PLAN_KEYS = ("epochs", "steps", "windows_per_epoch", "warmup_epochs", "warmup_steps", "timeout_s")
+PLAN_KEYS = (
+    "epochs",
+    "steps",
+    "windows_per_epoch",
+    "warmup_epochs",
+    "warmup_steps",
+    "timeout_s",
+    "in_flight_rounds",
+    "epoch_limit_s",
+)
 
 
 def given(opts: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:

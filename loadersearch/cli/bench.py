@@ -45,9 +45,17 @@ def _fmt_bytes(n: float | None) -> str:
     "bench",
     epilog="""\b
 Exit codes: 0 measured; 1 error (bad dataset or sample, a crash); 2 invalid options or
-configuration; 3 infeasible (over the VRAM cap, a DataLoader worker killed, a hang cut by
---timeout, the process killed); 130 Ctrl-C (the measuring processes are killed first).
-With --json the result is printed as JSON in every case, with the same exit codes.""",
+configuration; 3 infeasible (over the VRAM cap, /dev/shm full, a DataLoader worker killed, a
+hang cut by --timeout, the process killed); 130 Ctrl-C (the measuring processes are killed
+first). With --json the result is printed as JSON in every case, with the same exit codes.
+
+\b
+/dev/shm: bench says its size and free space first, and what the configuration's batches in
+flight need there (batch bytes x num_workers x prefetch_factor); a container's 64 MiB is
+often too little (docker run --shm-size=8g or --ipc=host).
+\b
+A busy machine: the CPU other processes used while measuring is shown ("machine"), with a
+warning when it was at least LOADERSEARCH_BUSY_SHARE (0.25) of the CPUs.""",
 )
 @workload_options
 @click.option("--num-workers", type=click.IntRange(min=0), default=0, show_default=True)
@@ -132,7 +140,7 @@ def bench(
     from rich.console import Console
 
     from loadersearch.measure import measure
-    from loadersearch.workload import check_data
+    from loadersearch.workload import check_data, prepare_cache
 
     err = Console(stderr=True)
     # The whole dataset, checked before measuring: a bad one is refused here in one line, and
@@ -140,6 +148,22 @@ def bench(
     data = check_data(spec)
     if data.describe():
         err.print(f"note: {data.describe()}", soft_wrap=True, highlight=False)
+    from loadersearch.measure.shm import check_shm
+    from loadersearch.search.settings import uses_cuda
+
+    shm = check_shm(
+        spec,
+        "cuda" if uses_cuda(spec, hardware) else "cpu",
+        num_workers=config.num_workers,
+        batch_size=config.batch_size,
+        prefetch_factor=config.prefetch_factor,
+    )
+    err.print(shm.line(), soft_wrap=True, highlight=False)
+    if shm.warning():
+        err.print(f"[yellow]warning:[/] {shm.warning()}", soft_wrap=True, highlight=False)
+    cache = prepare_cache(spec)  # a memmap cache is built here, before the measurement
+    if cache is not None:
+        err.print(f"note: {cache.describe()}", soft_wrap=True, highlight=False)
     if as_json:
         result = measure(spec, config, plan)
     else:
@@ -158,6 +182,27 @@ def bench(
         click.echo(json.dumps({**result.to_dict(), "skipped_samples": data.to_dict()}, indent=2))
     else:
         render(result, spec, plan, Console())
+    if result.ok and shm.need_bytes and result.shm_peak_bytes is not None:
+        from loadersearch.measure.shm import fmt_bytes
+
+        err.print(
+            f"/dev/shm: {fmt_bytes(result.shm_peak_bytes)} at the measured peak (sampled, "
+            f"machine-wide), against the estimate of {fmt_bytes(shm.need_bytes)} with every "
+            "prefetched batch waiting",
+            soft_wrap=True,
+            highlight=False,
+        )
+    if result.busy_host:
+        err.print(
+            f"[yellow]warning:[/] measured on a busy machine: other processes used "
+            f"{result.outside_load or 0:.2f} CPUs ({100 * (result.outside_share or 0):.0f} % of "
+            "them; steal "
+            f"{100 * (result.steal_share or 0):.1f} %) while it measured, so this number may be "
+            "low. Measure again when the machine is quieter (LOADERSEARCH_BUSY_SHARE sets the "
+            "share that warns).",
+            soft_wrap=True,
+            highlight=False,
+        )
     if not result.ok:
         if not as_json:
             click.echo(f"{result.status.upper()} ({result.reason}): {result.message}", err=True)
@@ -172,6 +217,8 @@ def render(result, spec: WorkloadSpec, plan: MeasurePlan, console) -> None:  # n
     title = f"loadersearch bench: {r.workload} workload"
     if r.emulated:
         title += " [bold yellow](EMULATED accelerator)[/]"
+    if spec.storage_label():
+        title += f" [bold yellow]({spec.storage_label()})[/]"
     console.print(f"[bold]{title}[/]")
     info = Table.grid(padding=(0, 2))
     info.add_column(style="bold")
@@ -184,10 +231,13 @@ def render(result, spec: WorkloadSpec, plan: MeasurePlan, console) -> None:  # n
         info.add_row("data", f"{spec.data or 'embedded default dataset'}{size}")
     start = f" (workers start by {r.config.start_method})" if r.config.start_method else ""
     info.add_row("config", f"{r.config.label()}{start}   {r.config.snippet()}")
+    steps = r.epoch_steps or plan.steps
+    target = plan.sized_steps(r.config, r.dataset_images // r.config.batch_size)
+    sized = f" (sized to the configuration; --steps {plan.steps})" if steps != plan.steps else ""
     info.add_row(
         "plan",
-        f"{plan.warmup_epochs} warm-up x {plan.warmup_steps or plan.steps} + {plan.epochs} "
-        f"epochs x {plan.steps} steps, "
+        f"{plan.warmup_epochs} warm-up x {plan.warmup_steps_for(r.config, target)} + "
+        f"{plan.epochs} epochs x {steps} steps{sized}, "
         f"{plan.windows_per_epoch} windows/epoch",
     )
     status = "[green]OK[/]" if r.ok else f"[red]{r.status.upper()}[/] ({r.reason}): {r.message}"
@@ -206,6 +256,14 @@ def render(result, spec: WorkloadSpec, plan: MeasurePlan, console) -> None:  # n
         info.add_row("data wait", f"{100 * r.wait_fraction:.0f} % of measured time")
         cpu = f"{r.cpu_util_mean:.0f} % of one core" if r.cpu_util_mean is not None else "n/a"
         info.add_row("CPU", f"{cpu} (trainer + workers)")
+    if r.outside_load is not None:
+        busy = " [yellow]BUSY[/]" if r.busy_host else ""
+        info.add_row(
+            "machine",
+            f"other processes used {r.outside_load:.2f} CPUs "
+            f"({100 * (r.outside_share or 0):.0f} %) while measuring, steal "
+            f"{100 * (r.steal_share or 0):.1f} %{busy}",
+        )
     if r.peak_rss_bytes is not None or r.peak_vram_bytes is not None:
         vram = _fmt_bytes(r.peak_vram_bytes)
         if r.emulated:

@@ -16,8 +16,10 @@ from loadersearch.report import (
     answer_python,
     baseline_cells,
     baseline_header,
+    cache_line,
     duration,
     epoch_time,
+    machine_load,
     winner_evidence,
 )
 
@@ -89,6 +91,9 @@ def render_summary(
             f"pruning saved about {duration(summary.pruning['saved_s'])} of measuring "
             f"({summary.pruning['fraction']:.0%} of the trials' time)"
         )
+    load = machine_load(summary)
+    if load:
+        console.print(f"machine: {load}")
     console.print(
         f"\n[bold green]Winner[/] (trial {w.trial}): {w.config.label()}: "
         f"{winner_evidence(w)}{label}"
@@ -96,6 +101,9 @@ def render_summary(
     epoch = epoch_time(summary)
     if epoch:
         console.print(epoch)
+    cached = cache_line(summary)
+    if cached:
+        console.print(cached, soft_wrap=True)
     if summary.baselines:
         table = Table(title="Against the baselines", title_justify="left")
         for col in baseline_header(summary.epochs_planned):
@@ -106,6 +114,12 @@ def render_summary(
         console.print(
             "[dim]The baseline among the finalists was re-measured with the winner; the "
             "others' rates are their trial values.[/]"
+        )
+    if summary.cache is not None:
+        console.print(
+            f"\nThe winner reads its images from the {summary.cache.mode} cache: the line below "
+            "is as fast only with a dataset that does the same (README: Caches and slow "
+            "storage)."
         )
     if summary.gpus > 1:
         console.print(
@@ -119,6 +133,15 @@ def render_summary(
     console.print(f"\nOpen the study: {dashboard_command(storage)}")
 
 
+def _busy_note(row: dict) -> str:
+    """A complete trial measured on a busy machine: its value may be low."""
+    if row.get("unreliable"):
+        return "busy machine: unreliable"
+    if row.get("remeasured"):
+        return "re-measured (busy machine)"
+    return "busy machine" if row.get("busy_host") else ""
+
+
 @click.command("report")
 @study_option()
 @storage_option
@@ -130,12 +153,39 @@ def render_summary(
     "to this directory.",
 )
 @click.option("--top", type=click.IntRange(min=1), default=15, help="Trials in the table.")
-def report(study_name: str | None, storage: str | None, out_dir: str | None, top: int) -> None:
+@click.option(
+    "--machines",
+    "by_machine",
+    is_flag=True,
+    help="Instead of one study: every study in the storage (a database several machines "
+    "share), one row per hardware class (GPU model and count, CPUs) with its best "
+    "configuration, the winners' num_workers, the speedup over the rules of thumb (the "
+    "article's 2 x cores, Ultralytics') and the studies behind it: the measured version of "
+    "the article's hardware table. --study PATTERN (e.g. 'yolov4-tiny-*') keeps the studies "
+    "whose names match.",
+)
+@click.option("--json", "as_json", is_flag=True, help="With --machines: the rows as JSON.")
+def report(
+    study_name: str | None,
+    storage: str | None,
+    out_dir: str | None,
+    top: int,
+    by_machine: bool,
+    as_json: bool,
+) -> None:
     """The ranked trials, parameter importance, the answer, and a report page (with --out)."""
     from rich.console import Console
     from rich.table import Table
 
     from loadersearch.report import importances, open_study, summarize, write_report
+
+    if by_machine:
+        if out_dir:
+            raise click.UsageError("--machines prints a table: drop --out.")
+        render_machines(storage, as_json, study_name)
+        return
+    if as_json:
+        raise click.UsageError("--json goes with --machines (for one study: loadersearch best).")
 
     study = open_study(storage, study_name)
     summary = summarize(study)
@@ -156,7 +206,7 @@ def report(study_name: str | None, storage: str | None, out_dir: str | None, top
             if r.get("online")
             else (r["reason"] or "")
             if r["state"] != "complete"
-            else "",
+            else _busy_note(r),
         )
     console.print(table)
     importance = importances(study)
@@ -170,6 +220,45 @@ def report(study_name: str | None, storage: str | None, out_dir: str | None, top
     if out_dir:
         written = write_report(study, out_dir)
         console.print(f"\nReport: {written[0]} (plots beside it: {len(written) - 1} files)")
+
+
+def render_machines(storage: str | None, as_json: bool, pattern: str | None = None) -> None:
+    """The hardware table of ``storage`` (``report --machines``), of the studies whose names
+    match ``pattern`` (a glob) when given."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from loadersearch.report import machines
+
+    rows, skipped = machines(storage, pattern)
+    if as_json:
+        click.echo(
+            json.dumps({"machines": [r.to_dict() for r in rows], "skipped": skipped}, indent=2)
+        )
+        return
+    console = Console(highlight=False)
+    if not rows:
+        console.print("No study in this storage has a feasible answer yet.")
+    else:
+        table = Table(
+            title="Best DataLoader settings by hardware class, as measured",
+            title_justify="left",
+        )
+        for col in ("GPU", "CPUs", "best configuration", "workers", "vs rules of thumb",
+                    "studies"):  # fmt: skip
+            table.add_column(col)
+        for r in rows:
+            speedup = f"{r.speedup:.2f}x" if r.speedup is not None else "-"
+            studies = str(len(r.studies)) + (f" ({r.emulated} emulated)" if r.emulated else "")
+            table.add_row(r.gpu, r.cpus, r.best.best, r.workers, speedup, studies)
+        console.print(table)
+        console.print(
+            "[dim]workers: the winners' num_workers over the class's studies; vs rules of "
+            "thumb: the median over its studies of the winner's speedup over the better of "
+            "the article's (2 x physical cores) and Ultralytics' rules.[/]"
+        )
+    for line in skipped:
+        console.print(f"[dim]left out: {line}[/]")
 
 
 @click.command("best")

@@ -25,7 +25,7 @@ from loadersearch.config import PRUNERS, SAMPLERS
 
 _SPACE_HELP = (
     "Narrow a knob: num_workers=2:12, batch_size=8:64:8 (step) or pow2:8:128, "
-    "prefetch_factor=1:4, pin_memory=true|false|both. Repeatable."
+    "prefetch_factor=1:4, pin_memory=true|false|both, cache=none,memmap. Repeatable."
 )
 
 
@@ -82,6 +82,14 @@ _SPACE_HELP = (
     default=None,
     help="Epochs of your real training, for the time saved (default 300).",
 )
+@click.option(
+    "--search-cache",
+    is_flag=True,
+    help="Search the image cache too (none, ram, memmap; see --cache), as a knob beside the "
+    "loader's: the answer may be 'memmap + 4 workers', printed with the cache's one-time build "
+    "cost next to its per-epoch saving. The memmap cache is built once, before the first "
+    "trial. Same as --space cache=all.",
+)
 @click.option("--no-baselines", is_flag=True, help="Do not enqueue the baselines first.")
 @click.option(
     "--no-probe",
@@ -98,6 +106,11 @@ def run(spec_file: str | None, quiet: bool, no_wait: bool, **opts: Any) -> None:
     Each trial measures one configuration in a fresh process; slow ones are pruned; every
     result is stored in the study database (open it with `loadersearch dashboard`). Re-running
     the same command resumes the study.
+
+    A configuration that runs out of /dev/shm (a container's default 64 MiB) is infeasible
+    (shm_full) and the search goes on; the run says at the start what the largest
+    configuration needs there. A trial measured while other processes used at least
+    LOADERSEARCH_BUSY_SHARE (0.25) of the CPUs is measured again, or marked unreliable.
 
     \b
     Your own pipeline instead of YOLOv4-tiny (run where mypkg/ is):
@@ -119,6 +132,8 @@ def run(spec_file: str | None, quiet: bool, no_wait: bool, **opts: Any) -> None:
             overrides.space_ranges[knob] = value
     except SpaceError as e:
         raise click.BadParameter(str(e), param_hint="--fix/--space") from e
+    if opts.pop("search_cache"):
+        overrides.space_ranges.setdefault("cache", "all")
     overrides.study = {
         "trials": opts["trials"],
         "name": opts["study_name"],

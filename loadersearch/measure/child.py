@@ -9,6 +9,11 @@ own, not stdout, which torch or user code may print to):
 * ``{"type": "warmup", "epoch": i, "seconds": s}`` after each unmeasured warm-up epoch;
 * ``{"type": "window", ...}`` one per measurement window (:class:`~..result.Window` fields);
 * then ``{"type": "result", ...}`` or ``{"type": "error", "status", "reason", "message"}``.
+
+Two keys of ``MeasurePlan.extra`` change what is measured (``loadersearch diagnose`` sets them):
+``"resident": true`` feeds the step one batch kept on the device (the ingestion ceiling), and
+``"cold_cache": true`` evicts the dataset's files from the page cache before each measured epoch
+and reports what stayed resident (``page_cache`` in the result).
 """
 
 from __future__ import annotations
@@ -23,6 +28,26 @@ import traceback
 from typing import Any, TextIO
 
 from loadersearch.config import LoaderConfig, MeasurePlan, WorkloadSpec
+
+
+def sizing_notes(record: Any, plan: MeasurePlan, config: LoaderConfig) -> list[str]:
+    """What the result must say about its measured epochs' length (``record``: the loop's
+    :class:`~loadersearch.measure.loop.LoopRecord`)."""
+    from loadersearch.measure.projection import steady_span
+
+    notes = []
+    if record.steps < record.target_steps:
+        notes.append(
+            f"measured epochs of {record.steps} steps, cut from {record.target_steps} by the "
+            f"epoch time limit ({plan.epoch_limit_s:g} s at the warm-up's rate): the steady "
+            "part may still include the prefetch ramp (raise epoch_limit_s)"
+        )
+    if record.steps > 1 and steady_span(record.steps, config.num_workers) == 0:
+        notes.append(
+            f"{record.steps} steps per epoch are too few to separate the steady rate with "
+            f"{config.num_workers} workers: the rate includes the epoch start (use more steps)"
+        )
+    return notes
 
 
 def _die_with_parent() -> None:
@@ -80,12 +105,7 @@ def run(out: TextIO, spec_json: str, ranks: int | None = None) -> int:
 def _measure(out: TextIO, wspec: WorkloadSpec, config: LoaderConfig, plan: MeasurePlan) -> None:
     from loadersearch.measure.loop import run_loop
     from loadersearch.measure.probes import Probes
-    from loadersearch.measure.projection import (
-        full_epoch_images,
-        project,
-        steady_span,
-        window_cv,
-    )
+    from loadersearch.measure.projection import full_epoch_images, project, window_cv
     from loadersearch.workload import create_workload
 
     workload = create_workload(wspec, batch_size=config.batch_size)
@@ -134,6 +154,8 @@ def _measure(out: TextIO, wspec: WorkloadSpec, config: LoaderConfig, plan: Measu
     def on_warmup(epoch: int, seconds: float) -> None:
         _send(out, "warmup", epoch=epoch, seconds=seconds)
 
+    cold = _ColdCache(wspec.data) if plan.extra.get("cold_cache") else None
+
     def on_measuring(measuring: bool) -> None:
         if measuring:
             if memory is not None:
@@ -152,6 +174,8 @@ def _measure(out: TextIO, wspec: WorkloadSpec, config: LoaderConfig, plan: Measu
             on_warmup=on_warmup,
             on_measuring=on_measuring,
             after_first_step=memory.settle if memory is not None else None,
+            resident=bool(plan.extra.get("resident")),
+            before_epoch=cold.evict if cold is not None else None,
         )
     finally:
         probes.stop()
@@ -163,11 +187,7 @@ def _measure(out: TextIO, wspec: WorkloadSpec, config: LoaderConfig, plan: Measu
             "NVML lists no process with this pid (a container's PID namespace?): the "
             "per-process device memory is unknown; see peak_vram_bytes"
         )
-    if plan.steps > 1 and steady_span(plan.steps, config.num_workers) == 0:
-        late_notes.append(
-            f"{plan.steps} steps per epoch are too few to separate the steady rate with "
-            f"{config.num_workers} workers: the rate includes the epoch start (use more steps)"
-        )
+    late_notes.extend(sizing_notes(record, plan, config))
     seconds = sum(w.seconds for w in windows)
     _send(
         out,
@@ -179,13 +199,47 @@ def _measure(out: TextIO, wspec: WorkloadSpec, config: LoaderConfig, plan: Measu
         window_cv=window_cv([w.rate for w in windows], plan.windows_per_epoch),
         wait_fraction=sum(w.wait_s for w in windows) / seconds if seconds > 0 else 0.0,
         warmup_s=record.warmup_s,
+        epoch_steps=record.steps,
         peak_vram_bytes=(
             cuda_fields["peak_reserved_bytes"] if memory is not None else workload.peak_vram()
         ),
         notes=late_notes,
+        page_cache=cold.summary() if cold is not None else None,
+        steps=[
+            {"t0": e["t0"], "arrivals": e["arrivals"], "waits": e["waits"]} for e in record.epochs
+        ],
         **cuda_fields,
         **probes.summary(),
     )
+
+
+class _ColdCache:
+    """Evicts the dataset's files from the page cache before each measured epoch and keeps
+    what ``mincore`` said was still resident right after each eviction."""
+
+    def __init__(self, root: str | None) -> None:
+        from loadersearch.measure.pagecache import dataset_files
+
+        self.files = dataset_files(root) if root and os.path.isdir(root) else []
+        self.after: list[dict[str, Any]] = []
+
+    def evict(self, epoch: int) -> None:
+        from loadersearch.measure.pagecache import evict, residency
+
+        evict(self.files)
+        self.after.append(residency(self.files).to_dict())
+
+    def summary(self) -> dict[str, Any]:
+        fractions = [a["fraction"] for a in self.after]
+        checked = bool(self.after) and all(f is not None for f in fractions)
+        return {
+            "files": len(self.files),
+            "bytes": self.after[0]["bytes"] if self.after else 0,
+            "evictions": len(self.after),
+            "checked": checked,
+            # the worst epoch: how much of the dataset was still in memory after eviction
+            "resident_after_evict": max(fractions) if checked else None,
+        }
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -25,9 +25,11 @@ from loadersearch.measure.result import (
     KILLED,
     NO_DEVICE,
     RESOURCE_LIMIT,
+    SHM_FULL,
     VRAM_CAP,
     WORKER_KILLED,
 )
+from loadersearch.measure.shm import shm_full_message
 
 # Signals that stop a process from outside (Ctrl-C, preemption, a closed terminal): the
 # measurement was interrupted, which says nothing about the configuration.
@@ -41,6 +43,16 @@ _WORKER_DIED = re.compile(r"DataLoader worker \(pid.*")
 _WORKER_EXC = re.compile(r"^(?:[\w.]+\.)?(\w+): (.*)$", re.MULTILINE)
 
 
+# /dev/shm exhausted, as torch and the kernel word it: torch's allocation of a shared-memory
+# file ("unable to allocate shared memory(shm) for file </torch_...>: No space left on device
+# (28)", with the file_descriptor sharing strategy; "unable to write to file </torch_...>"
+# with file_system), and an ENOSPC that names /dev/shm.
+_SHM_FULL = re.compile(
+    r"unable to allocate shared memory|unable to write to file </torch_"
+    r"|No space left on device.*/dev/shm|/dev/shm.*No space left on device"
+)
+
+
 # Device memory exhausted, as torch words it: the caching allocator's torch.OutOfMemoryError
 # ("CUDA out of memory. Tried to allocate ..."), a CUDA call that failed for lack of memory
 # (torch.AcceleratorError "CUDA error: out of memory", e.g. creating the context or loading a
@@ -51,6 +63,12 @@ _DEVICE_OOM = re.compile(
 )
 # torch's advice after its OOM detail; the detail (sizes, "N GiB allowed") is what we keep.
 _OOM_ADVICE = re.compile(r"\s*(If reserved but unallocated|CUDA kernel errors might|Compile with)")
+
+
+def _shm_detail(text: str) -> str:
+    """torch's words about the shared memory it could not get, on one line."""
+    line = next((ln for ln in text.splitlines() if _SHM_FULL.search(ln)), _last_line(text))
+    return " ".join(line.split()).removeprefix("RuntimeError: ").rstrip(". ")
 
 
 def _torch_detail(text: str) -> str:
@@ -134,6 +152,9 @@ def classify_exception(
         if limited:
             return INFEASIBLE, RESOURCE_LIMIT, limited
         return INFEASIBLE, HOST_OOM, "host memory exhausted (MemoryError)"
+    shm = _SHM_FULL.search(text)
+    if shm is not None:
+        return INFEASIBLE, SHM_FULL, shm_full_message(_shm_detail(_original_text(text)))
     limited = limit_problem(f"{type(e).__name__}: {text}")
     if limited:
         # A library that cannot be loaded fails every configuration alike; an allocation or
@@ -143,9 +164,9 @@ def classify_exception(
     m = _WORKER_DIED.search(text)
     if isinstance(e, RuntimeError) and m and "Caught " not in text:
         msg = m.group(0).rstrip(". ")
-        if "Bus error" in msg:
-            msg += " (shared memory full: enlarge /dev/shm or use fewer workers/smaller batches)"
-        elif "Killed" in msg or "exited unexpectedly" in msg:
+        if "Bus error" in msg:  # a worker writing a batch to a /dev/shm file with no room
+            return INFEASIBLE, SHM_FULL, shm_full_message(msg.split(". ")[0])
+        if "Killed" in msg or "exited unexpectedly" in msg:
             msg += " (killed from outside, e.g. by the OOM killer: see dmesg)"
         return INFEASIBLE, WORKER_KILLED, msg
     if isinstance(e, ValueError) and "num_workers" in text:
@@ -174,6 +195,12 @@ def classify_exit(returncode: int, stderr_tail: str) -> tuple[str, str, str]:
         limited = limit_problem(stderr_tail, aborted=sig in _LIMIT_SIGNALS)
         if limited:
             return INFEASIBLE, RESOURCE_LIMIT, f"the measuring process died of {name}: {limited}"
+        if sig == signal.SIGBUS:  # touching a shared-memory batch that /dev/shm had no room for
+            return (
+                INFEASIBLE,
+                SHM_FULL,
+                shm_full_message(f"the measuring process was killed by {name}"),
+            )
         return ERROR, KILLED, f"the measuring process was killed by {name}"
     limited = limit_problem(stderr_tail)
     if limited:

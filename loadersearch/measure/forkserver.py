@@ -42,6 +42,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from loadersearch.config import WorkloadSpec
+from loadersearch.errors import LoaderSearchError, ResourceLimitError
+from loadersearch.limits import limit_problem
 
 logger = logging.getLogger(__name__)
 
@@ -71,8 +73,11 @@ _PRELOAD_MODULES = (
 )
 
 
-class ForkServerError(RuntimeError):
-    """The fork server could not be started or stopped answering."""
+class ForkServerError(LoaderSearchError, RuntimeError):
+    """The fork server could not be started or stopped answering (exit 1: the run failed,
+    not its input)."""
+
+    exit_code = 1
 
 
 class ForkServerTimeout(ForkServerError):
@@ -141,14 +146,25 @@ class ForkServer:
             raise
         if msg is None or not msg.get("ready"):
             ended = self._sock is None
+            proc = self._proc
+            code = None
+            if ended and proc is not None:  # it died while starting: how?
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    code = proc.wait(timeout=5.0)
             self.close()
             if msg is None and not ended:
                 raise ForkServerTimeout(
                     f"the measurement fork server was not ready in {timeout:g} s"
                 )
+            said = str(msg.get("error") or "") if msg else ""
+            limit = limit_problem(said, aborted=code is not None and code < 0)
+            if limit:  # a process limit, not a bug: named with its fix
+                raise ResourceLimitError(f"the measurement fork server could not start: {limit}.")
             raise ForkServerError(
                 "the measurement fork server did not start"
                 + (f" ({msg.get('error')})" if msg and msg.get("error") else "")
+                + (f", exit status {code}" if code not in (None, 0) else "")
+                + "; its output is above. Run again with --debug for details."
             )
         self._ready = True
         logger.debug("fork server %d ready in %.2f s", self._proc.pid, msg.get("seconds", 0))

@@ -6,6 +6,17 @@ does, so worker start-up without ``persistent_workers`` is measured. The sampler
 dataset is small) with ``drop_last=True``, so every epoch has exactly ``steps`` batches on any
 dataset, and a fixed seed, so that every trial sees the same images in the same order.
 
+How long a measured epoch is: ``plan.steps`` for a configuration with few batches in flight;
+with ``w`` workers and prefetch factor ``p`` (``w * p`` batches in flight), at least
+``plan.in_flight_rounds * w * p + w`` steps, so that the epoch has a steady part after the
+workers' start and the prefetch ramp (:meth:`~loadersearch.config.MeasurePlan.sized_steps`),
+but never more than one full epoch of the dataset, and cut to what fits in
+``plan.epoch_limit_s`` at the warm-up epoch's rate (never below ``plan.steps``). The warm-up
+epoch has at least two batches per worker, so every worker has started when that rate is
+taken. Each measured epoch is cut into ``plan.windows_per_epoch`` windows at the same
+fractions of the epoch in every trial: window ``k`` is the same part of the same measured
+epoch whatever the configuration, and a window's rate (images/s) compares across lengths.
+
 Per step the loop only takes two clock readings and records CUDA events: the device is
 synchronised at window edges only, and one message is written per window, nothing per step.
 
@@ -28,6 +39,7 @@ parts say where it went. On a CPU everything is synchronous and ``h2d`` is a hos
 from __future__ import annotations
 
 import itertools
+import math
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -41,7 +53,8 @@ from loadersearch.measure.result import Window
 
 
 def window_edges(steps: int, windows_per_epoch: int) -> list[int]:
-    """Step counts at which each window of an epoch ends (the same slices in every trial)."""
+    """Step counts at which each window of an epoch ends: the same fractions of the epoch in
+    every trial (the same steps in every trial of the same epoch length)."""
     return [(w + 1) * steps // windows_per_epoch for w in range(windows_per_epoch)]
 
 
@@ -52,6 +65,8 @@ class LoopRecord:
     epochs: list[dict[str, Any]] = field(default_factory=list)  # seconds, arrivals per epoch
     windows: list[Window] = field(default_factory=list)
     warmup_s: float = 0.0
+    steps: int = 0  # steps of each measured epoch
+    target_steps: int = 0  # what the configuration asked for, before the epoch time limit
 
 
 class ShortEpochSampler(Sampler[int]):
@@ -101,6 +116,27 @@ def make_loader(workload: Any, config: LoaderConfig, sampler: ShortEpochSampler)
         worker_init_fn=workload.worker_init_fn if config.num_workers > 0 else None,
         **config.dataloader_kwargs(),
     )
+
+
+class _ResidentBatches:
+    """One real batch, drawn from the loader once and kept on the device, handed out as many
+    times per epoch as the loader would give batches: the step fed without any loading."""
+
+    def __init__(self, loader: DataLoader, sampler: ShortEpochSampler, clock: Any, batch: int):
+        self.sampler = sampler
+        self.batch_size = batch
+        it = iter(loader)
+        self.batch = clock.to_device(next(it), False)
+        del it
+        clock.sync()
+        clock.take_h2d()
+
+    def __iter__(self) -> Iterator[Any]:
+        for _ in range(self.sampler.num_samples // self.batch_size):
+            yield self.batch
+
+    def __len__(self) -> int:
+        return self.sampler.num_samples // self.batch_size
 
 
 def move_to_device(batch: Any, device: Any, non_blocking: bool = False) -> Any:
@@ -182,12 +218,14 @@ def _run_epoch(
     non_blocking: bool,
     end_window: Callable[[int, _WindowClock, float, float], None] | None,
     after_first_step: Callable[[], None] | None = None,
+    waits: list[float] | None = None,
 ) -> tuple[float, list[float]]:
     """One epoch as a training loop runs it: ``iter(loader)``, then per batch the copy and the
     step. At each window edge the device is synchronised and ``end_window(win, window,
     seconds, h2d)`` is called (measured epochs only). ``after_first_step()`` runs once after the
-    epoch's first step (unmeasured epochs only). Returns the epoch's seconds and each batch's
-    arrival time since ``iter(loader)``."""
+    epoch's first step (unmeasured epochs only). ``waits`` (a list) gets each step's wait for
+    its batch. Returns the epoch's seconds and each batch's arrival time since
+    ``iter(loader)``."""
     clock.sync()
     clock.take_h2d()
     t_iter = time.perf_counter()
@@ -199,6 +237,8 @@ def _run_epoch(
     for batch in it:
         t_got = time.perf_counter()
         window.wait += t_got - t_ask
+        if waits is not None:
+            waits.append(t_got - t_ask)
         arrivals.append(t_got - t_iter)
         if step == 0:
             window.start_s = t_got - t_iter
@@ -239,36 +279,64 @@ def run_loop(
     rank: int = 0,
     world_size: int = 1,
     barrier: Callable[[], None] | None = None,
+    agree: Callable[[int], int] | None = None,
+    resident: bool = False,
+    before_epoch: Callable[[int], None] | None = None,
 ) -> LoopRecord:
     """Run the warm-up and the measured epochs; ``on_window`` gets each window as it ends.
     ``after_first_step()`` runs once, after the first warm-up step (never in a measured epoch;
     not at all without a warm-up): where the child settles the VRAM cap.
 
+    How long each measured epoch is (:func:`measured_steps`): ``plan.steps``, or for a
+    configuration with many batches in flight, enough steps that its steady part is measured,
+    within the plan's epoch time limit at the warm-up's rate. Its windows are cut at the same
+    fractions of the epoch in every trial (:func:`window_edges`), so window ``k`` is the same
+    part of the same epoch whatever the configuration.
+
     One rank of several (:mod:`loadersearch.measure.ranks`) passes its ``rank``, the
-    ``world_size`` and a ``barrier`` that waits for every rank: its sampler draws its shard of
-    the common epoch order, and every window edge waits for all ranks."""
+    ``world_size``, a ``barrier`` that waits for every rank, and ``agree(n)``, the smallest
+    ``n`` of all ranks (so that they measure epochs of the same length): its sampler draws its
+    shard of the common epoch order, and every window edge waits for all ranks.
+
+    ``resident`` feeds the step one real batch, taken from the loader once and kept on the
+    device, instead of the loader: the most the step can take (the ingestion ceiling of
+    ``loadersearch diagnose``). ``before_epoch(epoch)`` runs before each measured epoch, outside
+    its timing (a cold measurement evicts the dataset's pages there). Each measured epoch's
+    record also holds ``t0`` (``time.monotonic()`` at its ``iter(loader)``) and ``waits`` (each
+    step's wait for its batch): the per-step timeline."""
+    dataset_len = len(workload.dataset)
+    sized = plan.sized_steps(config, math.ceil(dataset_len / world_size) // config.batch_size)
     sampler = ShortEpochSampler(
-        len(workload.dataset),
-        plan.steps * config.batch_size,
+        dataset_len,
+        sized * config.batch_size,
         seed,
         rank=rank,
         world_size=world_size,
     )
-    loader = make_loader(workload, config, sampler)
+    loader: Any = make_loader(workload, config, sampler)
     clock = _Clock(workload.device, workload.cuda, barrier)
     non_blocking = bool(config.pin_memory and workload.cuda)
-    measured_edges = window_edges(plan.steps, plan.windows_per_epoch)
-    record = LoopRecord()
+    if resident:
+        loader = _ResidentBatches(loader, sampler, clock, config.batch_size)
+    record = LoopRecord(target_steps=sized)
     warm_t0 = time.perf_counter()
+    warm_steps = plan.warmup_steps_for(config, sized)
+    warm_s = 0.0
     for epoch in range(plan.warmup_epochs):
-        steps = plan.warmup_steps or plan.steps
-        sampler.num_samples = steps * config.batch_size
+        sampler.num_samples = warm_steps * config.batch_size
         first = after_first_step if epoch == 0 else None
-        seconds, _ = _run_epoch(loader, clock, workload.step, [steps], non_blocking, None, first)
-        on_warmup(epoch, seconds)
+        warm_s, _ = _run_epoch(
+            loader, clock, workload.step, [warm_steps], non_blocking, None, first
+        )
+        on_warmup(epoch, warm_s)
     record.warmup_s = time.perf_counter() - warm_t0
+    steps = plan.limited_steps(sized, warm_steps, warm_s)  # the last warm-up epoch's rate
+    if agree is not None:
+        steps = agree(steps)
+    record.steps = steps
+    measured_edges = window_edges(steps, plan.windows_per_epoch)
     on_measuring(True)
-    sampler.num_samples = plan.steps * config.batch_size
+    sampler.num_samples = steps * config.batch_size
     for epoch in range(plan.epochs):
 
         def end_window(win: int, clock_: _WindowClock, seconds: float, h2d: float) -> None:
@@ -282,13 +350,18 @@ def run_loop(
                 compute_s=max(0.0, seconds - clock_.wait - h2d),
                 h2d_s=h2d,
                 start_s=clock_.start_s,
+                epoch_images=steps * config.batch_size,
             )
             record.windows.append(window)
             on_window(window)
 
+        if before_epoch is not None:
+            before_epoch(epoch)
+        waits: list[float] = []
+        t0 = time.monotonic()
         seconds, arrivals = _run_epoch(
-            loader, clock, workload.step, measured_edges, non_blocking, end_window
+            loader, clock, workload.step, measured_edges, non_blocking, end_window, waits=waits
         )
-        record.epochs.append({"seconds": seconds, "arrivals": arrivals})
+        record.epochs.append({"seconds": seconds, "arrivals": arrivals, "t0": t0, "waits": waits})
     on_measuring(False)
     return record

@@ -15,7 +15,6 @@ Without an NVIDIA driver, NVML is reported as absent ("absent: no NVIDIA driver"
 from __future__ import annotations
 
 import logging
-import os
 import resource
 import threading
 import time
@@ -23,15 +22,9 @@ from typing import Any
 
 import psutil
 
+from loadersearch.measure.shm import shm_used_bytes
+
 logger = logging.getLogger(__name__)
-
-
-def shm_used_bytes() -> int | None:
-    try:
-        st = os.statvfs("/dev/shm")
-    except OSError:
-        return None
-    return (st.f_blocks - st.f_bfree) * st.f_frsize
 
 
 def _tree(proc: psutil.Process) -> list[psutil.Process]:

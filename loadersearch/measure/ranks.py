@@ -133,6 +133,7 @@ def merge_windows(windows: Sequence[Window]) -> Window:
         compute_s=max(0.0, seconds - wait - h2d),
         h2d_s=h2d,
         start_s=max(w.start_s for w in windows),
+        epoch_images=sum(w.epoch_images for w in windows),
     )
 
 
@@ -351,6 +352,7 @@ def _run_rank(
     import torch
     import torch.distributed as dist
 
+    from loadersearch.measure.child import sizing_notes
     from loadersearch.measure.loop import run_loop
     from loadersearch.measure.probes import Probes
     from loadersearch.measure.projection import project
@@ -389,6 +391,11 @@ def _run_rank(
 
     def barrier() -> None:
         dist.barrier(**barrier_kwargs)
+
+    def agree(n: int) -> int:  # every rank measures epochs of the same length: the shortest
+        value = torch.tensor([n], dtype=torch.int64, device=workload.device)
+        dist.all_reduce(value, op=dist.ReduceOp.MIN)
+        return int(value.item())
 
     probes = Probes(workload.device.index if cuda else None).start()
     memory = None
@@ -438,6 +445,7 @@ def _run_rank(
             rank=rank,
             world_size=world_size,
             barrier=barrier,
+            agree=agree,
         )
     finally:
         probes.stop()
@@ -449,13 +457,14 @@ def _run_rank(
         "result",
         epochs=record.epochs,
         warmup_s=record.warmup_s,
+        epoch_steps=record.steps,
         steady_rate=proj.steady_rate,
         wait_fraction=sum(w.wait_s for w in windows) / seconds if seconds > 0 else 0.0,
         window_rates=[w.rate for w in windows],
         peak_vram_bytes=(
             cuda_fields["peak_reserved_bytes"] if memory is not None else workload.peak_vram()
         ),
-        notes=cuda_fields.pop("notes", []),
+        notes=cuda_fields.pop("notes", []) + sizing_notes(record, plan, config),
         cuda=cuda_fields,
         **probes.summary(),
     )
@@ -656,6 +665,7 @@ class _Job:
             window_cv=window_cv([w.rate for w in self.sent_windows], self.plan.windows_per_epoch),
             wait_fraction=statistics.fmean(r["wait_fraction"] for r in ranks),
             warmup_s=max(r["warmup_s"] for r in res),
+            epoch_steps=res[0]["epoch_steps"],
             # The cap is per device: the largest rank's figure is the one to hold against it.
             peak_vram_bytes=peak("peak_vram_bytes"),
             nvml_peak_bytes=peak("nvml_peak_bytes"),

@@ -23,7 +23,8 @@ ERROR = "error"  # a problem that is not the configuration's fault (bad dataset,
 
 # Reasons: why a measurement is INFEASIBLE or an ERROR. Stable strings, stored in studies.
 VRAM_CAP = "vram_cap"  # device memory over the cap (CUDA OOM, or emulated allocation)
-WORKER_KILLED = "worker_killed"  # a DataLoader worker died (SIGBUS when /dev/shm is full, OOM)
+WORKER_KILLED = "worker_killed"  # a DataLoader worker died (killed from outside, OOM killer)
+SHM_FULL = "shm_full"  # /dev/shm ran out (torch's shm allocation, SIGBUS): docker --shm-size
 TIMEOUT = "timeout"  # the child or a DataLoader worker hung past the wall-clock limit
 KILLED = "killed"  # the child itself was killed by a signal
 HOST_OOM = "host_oom"  # host RAM exhausted
@@ -48,6 +49,9 @@ class Window:
     compute_s: float  # time spent in the step (device synchronised at window edges)
     h2d_s: float  # host-to-device copy time
     start_s: float = 0.0  # epoch start cost inside this window (iterator creation to 1st batch)
+    # images of the measured epoch this window belongs to (its steps are sized to the
+    # configuration: MeasurePlan.sized_steps); 0 = unknown (plan.steps x batch_size)
+    epoch_images: int = 0
 
     @property
     def rate(self) -> float:
@@ -74,6 +78,7 @@ class MeasureResult:
     device: str = "cpu"  # "cuda:0 (NVIDIA ...)" / "cpu" / "emulated"
     workload: str = "train"
     emulated: bool = False  # results of the emulated accelerator are labelled everywhere
+    emulated_io_ms: float = 0.0  # emulated storage latency per sample read (labelled too)
     windows: list[Window] = field(default_factory=list)
     dataset_images: int = 0  # images in one full epoch of the user's dataset
     img_size: int | None = None  # network input the workload used (resolved from None)
@@ -98,6 +103,16 @@ class MeasureResult:
     cpu_util_mean: float | None = None  # % of one core, summed over the process tree
     peak_rss_bytes: int | None = None  # trainer + all DataLoader workers
     shm_peak_bytes: int | None = None  # /dev/shm used, peak during the measurement
+    # The machine while measuring (measure.hostload): CPUs' worth used by processes outside
+    # the measurement, as a number of CPUs and as a share of them; steal time's share; and
+    # whether that was enough to flag the measurement (its figures may be low).
+    outside_load: float | None = None
+    outside_share: float | None = None
+    steal_share: float | None = None
+    busy_host: bool = False
+    # A busy measurement measured again (search.objective.quieter): both outside shares and
+    # values, and which one this result is.
+    remeasured: dict[str, Any] | None = None
     nvml: str = "absent"  # "ok" or why NVML is not available ("absent: no NVIDIA driver")
     notes: list[str] = field(default_factory=list)  # e.g. "VRAM cap does not apply on CPU"
     # Several ranks (DDP): one dict per rank (rank, device, steady_rate, wait_fraction,
@@ -105,6 +120,14 @@ class MeasureResult:
     # cpu_util_mean), so a report can say when one rank starves; empty for one process.
     ranks: list[dict[str, Any]] = field(default_factory=list)
     wall_s: float = 0.0  # total wall time of the measurement, parent's view
+    epoch_steps: int = 0  # steps of each measured epoch (sized to the configuration)
+    # A cold-cache measurement (MeasurePlan.extra "cold_cache"): files, bytes, evictions,
+    # checked (mincore answered), resident_after_evict (worst epoch's fraction still in memory).
+    page_cache: dict[str, Any] | None = None
+    # Per measured epoch: t0 (time.monotonic() at iter(loader)), arrivals (seconds from t0 to
+    # each batch) and waits (each step's wait for its batch, seconds): the trainer's data-wait
+    # timeline.
+    steps: list[dict[str, Any]] | None = None
 
     @property
     def ok(self) -> bool:

@@ -36,6 +36,7 @@ from loadersearch.config import LoaderConfig, MeasurePlan, WorkloadSpec
 from loadersearch.limits import limit_problem
 from loadersearch.measure.failures import classify_exit
 from loadersearch.measure.forkserver import ForkedChild, ForkServerTimeout, server_for_one
+from loadersearch.measure.hostload import HostLoadMeter, busy_share
 from loadersearch.measure.result import (
     ERROR,
     INFEASIBLE,
@@ -71,6 +72,9 @@ _RESULT_FIELDS = (
     "peak_rss_bytes",
     "shm_peak_bytes",
     "nvml",
+    "epoch_steps",
+    "page_cache",
+    "steps",
 )
 
 _subreaper = False
@@ -108,6 +112,7 @@ def measure(
     same holds for an exception raised by ``on_window``.
     """
     _become_subreaper()
+    busy_share()  # a bad $LOADERSEARCH_BUSY_SHARE is refused before anything runs
     if workload.data is None and workload.pipeline is None:
         # generate the default dataset here, not inside the timed child
         from loadersearch.workload.synthetic import default_dataset
@@ -118,6 +123,7 @@ def measure(
         status=ERROR,
         workload=workload.kind,
         emulated=workload.emulated,
+        emulated_io_ms=workload.emulated_io_ms,
         device="emulated" if workload.emulated else "unknown",
     )
     spec = json.dumps(
@@ -150,9 +156,11 @@ def measure(
             raise
         finally:
             os.close(write_fd)
+        meter = HostLoadMeter()
         try:
-            _follow(proc, read_fd, log, plan, result, t0, on_window, on_ready)
+            _follow(proc, read_fd, log, plan, result, t0, on_window, on_ready, meter)
         finally:
+            _record_host_load(result, meter)
             _kill_group(proc)
             os.close(read_fd)
             log.close()
@@ -179,8 +187,10 @@ def _follow(
     t0: float,
     on_window: Callable[[Window], bool] | None,
     on_ready: Callable[[MeasureResult], None] | None = None,
+    meter: HostLoadMeter | None = None,
 ) -> None:
-    """Read the child's messages into ``result`` until it ends, one way or another."""
+    """Read the child's messages into ``result`` until it ends, one way or another. ``meter``
+    is started when the measured part begins (after the build and each warm-up epoch)."""
     stall = min(plan.stall_s, plan.timeout_s)
     deadline = t0 + plan.timeout_s
     last = t0
@@ -232,10 +242,14 @@ def _follow(
                 result.notes.extend(msg["notes"])
                 phase = "the warm-up"
                 started = True
+                if meter is not None:
+                    meter.start()
                 if on_ready is not None:
                     on_ready(result)
             elif kind == "warmup":
                 phase = "the warm-up"
+                if meter is not None:  # the measured epochs start after the last warm-up
+                    meter.start()
             elif kind == "window":
                 window = Window.from_dict(msg)
                 result.windows.append(window)
@@ -257,6 +271,27 @@ def _follow(
                 result.message = msg["message"]
                 logger.debug("measurement failed in the child:\n%s", msg.get("traceback", ""))
                 return None
+
+
+def _record_host_load(result: MeasureResult, meter: HostLoadMeter) -> None:
+    """How busy the machine was while ``result`` was measured (measure.hostload)."""
+    try:
+        load = meter.stop()
+    except Exception:  # a probe must never end the measurement
+        logger.debug("cannot read the host load", exc_info=True)
+        return
+    if load is None or load.wall_s <= 0:
+        return
+    result.outside_load = load.outside_load
+    result.outside_share = load.outside_share
+    result.steal_share = load.steal_share
+    # a rate the machine may have lowered: a failed measurement has none
+    result.busy_host = result.status in (OK, PRUNED) and load.busy()
+    if result.busy_host:
+        result.notes.append(
+            f"measured on a busy machine: {load.describe()}; the figures may be low because "
+            "of the machine, not the configuration"
+        )
 
 
 def _timeout(result: MeasureResult, message: str, log=None) -> None:  # noqa: ANN001

@@ -20,12 +20,15 @@ from loadersearch.report._answer import answer_lines, answer_python, env_lines, 
 from loadersearch.report._format import (
     baseline_cells,
     baseline_header,
+    cache_line,
     duration,
     epoch_time,
+    machine_load,
     winner_evidence,
 )
 from loadersearch.report._html import write_report
 from loadersearch.report._importance import Importance, importances
+from loadersearch.report._machines import MachineRow, machines
 from loadersearch.report._notes import note_trial, publish, trial_hooks, window_artifact_hook
 from loadersearch.report._plots import write_plots
 from loadersearch.report._study import open_study
@@ -35,17 +38,21 @@ __all__ = [
     "BaselineResult",
     "Finalist",
     "Importance",
+    "MachineRow",
     "Summary",
     "Winner",
     "answer_lines",
     "answer_python",
     "baseline_cells",
     "baseline_header",
+    "cache_line",
     "duration",
     "env_lines",
     "epoch_time",
     "importances",
     "load_best",
+    "machine_load",
+    "machines",
     "note_trial",
     "open_study",
     "publish",

@@ -18,6 +18,7 @@ from loadersearch.report._format import (
     baseline_cells,
     baseline_header,
     best_trial_differs,
+    cache_line,
     cost,
     epoch_time,
     finalist_cells,
@@ -82,10 +83,38 @@ def write_report(study: optuna.Study, out_dir: str) -> list[str]:
     importance = importances(study)
     figs = figures(study, importance)
     written = write_figures_html(figs, out_dir) + write_pngs(study, out_dir, importance)
+    html = render_html(summary, importance, figs)
+    pair = _diagnosis_pair(study, out_dir)  # written by `loadersearch diagnose`, if it ran
+    if pair:
+        written.append(pair[0])
+        html = html.replace("</body></html>", pair[1] + "</body></html>")
     index = os.path.join(out_dir, "index.html")
     with open(index, "w", encoding="utf-8") as f:
-        f.write(render_html(summary, importance, figs))
+        f.write(html)
     return [index, *written]
+
+
+def _diagnosis_pair(study: optuna.Study, out_dir: str) -> tuple[str, str] | None:
+    """PyTorch's defaults beside the winner, as `loadersearch diagnose` measured them and
+    stored them in the study: the PNG written and the index's section, or None."""
+    from loadersearch.diagnose.plots import PAIR_ATTR, pair_png
+
+    record = study.user_attrs.get(PAIR_ATTR)
+    if not record:
+        return None
+    try:
+        path = pair_png(record, os.path.join(out_dir, "default-vs-winner.png"))
+    except ImportError:  # no matplotlib
+        return None
+    section = (
+        '<section id="diagnosis"><h2>Why the GPU idled: PyTorch\'s defaults vs the winner'
+        f"</h2><p>{_e(record.get('summary', ''))}</p>"
+        '<p class="muted">Measured by <code>loadersearch diagnose</code>: red, the step waiting '
+        "for data; green, fed.</p>"
+        '<img src="default-vs-winner.png" alt="defaults vs winner timelines" '
+        'style="max-width:100%"></section>'
+    )
+    return path, section
 
 
 def render_html(summary: Summary, importance: Importance, figs: dict[str, go.Figure]) -> str:
@@ -123,6 +152,9 @@ def _answer(summary: Summary) -> str:
     epoch = epoch_time(summary)
     if epoch:
         parts.append(f"<p>{_e(sentence(epoch))}</p>")
+    cached = cache_line(summary)
+    if cached:
+        parts.append(f'<p id="cache">{_e(sentence(cached))}</p>')
     parts.append(
         "<p>Paste into your training code:</p>"
         f'<pre id="paste"><code>{_e(answer_python(summary))}</code></pre>'

@@ -28,6 +28,7 @@ from loadersearch.measure.result import (
     HOST_OOM,
     INVALID_CONFIG,
     KILLED,
+    SHM_FULL,
     TIMEOUT,
     VRAM_CAP,
     WORKER_KILLED,
@@ -37,6 +38,7 @@ from loadersearch.report._format import (
     baseline_cells,
     baseline_header,
     best_trial_differs,
+    cache_line,
     cost,
     epoch_time,
     finalist_cells,
@@ -81,9 +83,12 @@ ADVICE = {
     VRAM_CAP: "this batch does not fit under the VRAM cap. The batch-size probe keeps the "
     "search below the largest batch that fits (unless --no-probe); raise --vram-cap only if "
     "your real training has that memory to spare.",
-    WORKER_KILLED: "a DataLoader worker died, usually because /dev/shm or host RAM ran out "
-    "(Docker's /dev/shm is 64 MB by default: run the container with --shm-size=8g or "
-    "--ipc=host). Fewer workers, a smaller prefetch_factor or smaller batches need less.",
+    WORKER_KILLED: "a DataLoader worker died, usually because host RAM ran out (the OOM "
+    "killer: see dmesg). Fewer workers, a smaller prefetch_factor or smaller batches need less.",
+    SHM_FULL: "/dev/shm ran out: DataLoader workers pass every batch through it, about batch "
+    "bytes x num_workers x prefetch_factor at once (Docker gives a container 64 MB). Run the "
+    "container with --shm-size=8g or --ipc=host; fewer workers, a smaller prefetch_factor or "
+    "smaller batches need less, and num_workers=0 needs none.",
     TIMEOUT: "the measurement hung past the trial timeout (a worker stuck on I/O, or a "
     "deadlock). If this configuration is merely slow, raise --trial-timeout.",
     KILLED: "the measuring process was killed without a word, most likely by the kernel's "
@@ -135,6 +140,9 @@ def study_note(summary: Summary, importance: Importance) -> str:
     epoch = epoch_time(summary)
     if epoch:
         parts.append(sentence(epoch))
+    cached = cache_line(summary)
+    if cached:
+        parts.append(sentence(cached[:1].upper() + cached[1:]))
     if w.confirmed and not summary.confirmation_current:
         parts.append(
             f"The confirmation covered {summary.confirmed_after} finished trials; the study "
@@ -242,10 +250,33 @@ def trial_note(trial: optuna.trial.FrozenTrial, ctx: NoteContext) -> str:
         parts.append(f"**Not measured**: {ua['surplus']}.")
     elif kind == FAILED:
         parts.append(f"**Failed**: {ua.get('message') or 'no result (see the run log)'}.")
+    busy = _busy(ua) if kind in (COMPLETE, PRUNED) else None
+    if busy:
+        parts.append(busy)
     measured = _measured(trial)
     if measured:
         parts.append(measured)
     return "\n\n".join(parts)
+
+
+def _busy(ua: dict[str, Any]) -> str | None:
+    """What a busy machine did to a trial's measurement (measure.hostload), or None."""
+    again = ua.get("remeasured")
+    if not ua.get("busy_host") and not again:
+        return None
+    first = f"{(again or {}).get('first_outside_share') or 0:.0%}"
+    if again and not ua.get("unreliable"):
+        return (
+            f"**Measured again**: the first measurement ran on a busy machine (other processes "
+            f"used {first} of the CPUs, {again.get('first_objective')} img/s); the quieter "
+            f"second one ({ua.get('outside_share', 0):.0%}) is the value."
+        )
+    share = f"{ua.get('outside_share') or 0:.0%}"
+    tail = (
+        f" It was measured twice (first {first} busy)." if again else ""
+    ) + " Its value may be low because of the machine, not the configuration."
+    label = "Unreliable" if ua.get("unreliable") else "Busy machine"
+    return f"**{label}**: other processes used {share} of the CPUs while it measured.{tail}"
 
 
 def _pruned(trial: optuna.trial.FrozenTrial, ctx: NoteContext) -> str:

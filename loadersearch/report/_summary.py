@@ -73,6 +73,18 @@ class BaselineResult:
 
 
 @dataclass
+class CacheAnswer:
+    """The winner's image cache (ram or memmap): its one-time cost next to what it saves."""
+
+    mode: str  # ram | memmap
+    build_s: float | None  # memmap: seconds its one build took (once per dataset and size)
+    bytes: int | None  # on disk (memmap) or in memory (ram)
+    without: str | None = None  # the best configuration without a cache, its label
+    without_rate: float | None = None  # ... and its images/s (confirmation median, else trial)
+    saved_per_epoch_s: float | None = None  # epoch time without the cache less with it
+
+
+@dataclass
 class Summary:
     study: str
     description: str
@@ -91,6 +103,7 @@ class Summary:
     confirmed_after: int | None = None  # finished trials the confirmation covered
     finished: int = 0  # finished (complete, infeasible or pruned) trials now
     gpus: int = 1  # ranks of the measured DDP job; the answer is per rank
+    cache: CacheAnswer | None = None  # the winner reads its images from a cache
 
     @property
     def confirmation_current(self) -> bool:
@@ -144,6 +157,7 @@ def summarize(study: optuna.Study) -> Summary:
         confirm_s=_confirm_seconds(confirmation),
         confirmed_after=confirmation.get("finished_trials") if confirmation else None,
         finished=counts[COMPLETE] + counts[INFEASIBLE] + counts[PRUNED],
+        cache=_cache_answer(attrs, winner, ranked, fixed, finalists, dataset_images),
     )
 
 
@@ -204,6 +218,49 @@ def _winner(
     if dataset_images and winner.rate > 0:
         winner.epoch_time_s = dataset_images / winner.rate
     return winner
+
+
+def winner_cache(attrs: dict[str, Any], config: LoaderConfig) -> str:
+    """The cache a configuration was measured with: its own when the study searched the
+    cache, else the study's workload's (``none`` for studies from before caches)."""
+    if config.cache is not None:
+        return config.cache
+    return (attrs.get("spec") or {}).get("workload", {}).get("cache") or "none"
+
+
+def _cache_answer(
+    attrs: dict[str, Any],
+    winner: Winner | None,
+    ranked: list[optuna.trial.FrozenTrial],
+    fixed: dict[str, Any],
+    finalists: list[Finalist],
+    dataset_images: int,
+) -> CacheAnswer | None:
+    """The winner's cache, its cost (study attribute ``caches``) and, when the study measured
+    configurations without a cache (``--search-cache``), the time it saves per epoch over the
+    best of them (its confirmation median when it was a finalist)."""
+    from loadersearch.search.confirm import trial_config
+
+    if winner is None:
+        return None
+    mode = winner_cache(attrs, winner.config)
+    if mode == "none":
+        return None
+    record = (attrs.get("caches") or {}).get(mode) or {}
+    answer = CacheAnswer(mode=mode, build_s=record.get("build_s"), bytes=record.get("bytes"))
+    uncached = [t for t in ranked if trial_config(t, fixed).cache == "none"]
+    if not uncached:
+        return answer
+    best = uncached[0]
+    config = trial_config(best, fixed)
+    rate = float(best.value)
+    for f in finalists:
+        if f.label == config.label():
+            rate = f.median
+    answer.without, answer.without_rate = config.label(), rate
+    if dataset_images and rate > 0 and winner.rate > 0:
+        answer.saved_per_epoch_s = dataset_images / rate - dataset_images / winner.rate
+    return answer
 
 
 def _finalists(confirmation: dict[str, Any] | None) -> list[Finalist]:
@@ -305,6 +362,11 @@ def _rows(trials: list[optuna.trial.FrozenTrial], fixed: dict[str, Any]) -> list
                 "repeat_of": ua.get("repeat_of"),
                 "windows_done": ua.get("windows_done"),
                 "online": bool(ua.get("online")),  # measured by AutoLoader in a real loop
+                # the machine while it measured (measure.hostload); None in older studies
+                "outside_share": ua.get("outside_share"),
+                "busy_host": bool(ua.get("busy_host")),
+                "remeasured": ua.get("remeasured") is not None,
+                "unreliable": bool(ua.get("unreliable")),
             }
         )
     rows.sort(key=lambda r: (KINDS.index(r["state"]), -(r["value"] or 0.0), r["trial"]))

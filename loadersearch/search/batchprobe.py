@@ -25,8 +25,15 @@ _logger = logging.getLogger(__name__)
 # its workspaces; after the first, the child measures the memory outside the allocator and
 # tightens the cap), then four under the cap as the trials will run, so that a batch which
 # only fits before the allocator's cache fragments is not taken as fitting.
+# Not sized to the configuration (in_flight_rounds=0): the probe asks about memory, not rate.
 PROBE_PLAN = MeasurePlan(
-    epochs=1, steps=4, windows_per_epoch=1, warmup_epochs=1, warmup_steps=2, timeout_s=180
+    epochs=1,
+    steps=4,
+    windows_per_epoch=1,
+    warmup_epochs=1,
+    warmup_steps=2,
+    timeout_s=180,
+    in_flight_rounds=0,
 )
 # A batch fits when its allocated peak stays under this share of what the allocator may use
 # (the cap less the memory outside it): at the limit the allocator flushes its cache and

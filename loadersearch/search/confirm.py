@@ -36,6 +36,8 @@ _MEASUREMENT_KEYS = (
     "window_cv",
     "wall_s",
     "emulated",
+    "outside_share",
+    "busy_host",
 )
 TOP_K = 3
 

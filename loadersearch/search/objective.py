@@ -63,6 +63,9 @@ CONSTRAINT = "feasible"  # trial.set_constraint key: <= 0 feasible
 # What the objective returns, as the study's metric name (optuna-dashboard shows it).
 METRIC_NAME = "images/s (projected full epoch)"
 MAX_CONSECUTIVE_CRASHES = 3
+# Re-measurements of busy trials that were busy again, in a row, after which the machine is
+# taken to stay busy: later busy trials are marked unreliable without measuring them again.
+MAX_FUTILE_REMEASURES = 2
 
 
 class TrialCrash(RuntimeError):
@@ -116,12 +119,22 @@ def window_value(window: Window, start_weight: float = 0.0) -> float:
     return window.images / (busy + start_weight * window.start_s)
 
 
-def start_weight(plan: MeasurePlan, batch_size: int, full_images: int) -> float:
-    """The share of one epoch start a short measuring epoch carries in the objective:
-    ``steps * batch_size / full_images`` (at most 1; 0 when the full epoch is unknown)."""
+def start_weight(epoch_images: int, full_images: int) -> float:
+    """The share of one epoch start a short measuring epoch of ``epoch_images`` carries in the
+    objective: ``epoch_images / full_images`` (at most 1; 0 when the full epoch is unknown)."""
     if full_images <= 0:
         return 0.0
-    return min(1.0, plan.steps * batch_size / full_images)
+    return min(1.0, epoch_images / full_images)
+
+
+def window_start_weight(
+    window: Window, plan: MeasurePlan, batch_size: int, full_images: int
+) -> float:
+    """:func:`start_weight` of the measured epoch ``window`` belongs to: its own length (sized
+    to the configuration, :meth:`~loadersearch.config.MeasurePlan.sized_steps`), or
+    ``plan.steps`` batches for a window that does not carry it."""
+    epoch_images = window.epoch_images or plan.steps * batch_size
+    return start_weight(epoch_images, full_images)
 
 
 def window_wait(window: Window) -> float:
@@ -159,10 +172,17 @@ def result_attrs(result: MeasureResult) -> dict[str, Any]:
         # allocator retries or OOMs while measuring: ran at its memory limit, slower
         "memory_pressure": bool(result.alloc_retries or result.alloc_ooms),
         "start_method": result.config.start_method,
+        "epoch_steps": result.epoch_steps,  # steps per measured epoch, sized to the config
+        "emulated_io_ms": result.emulated_io_ms,  # EMULATED storage latency, 0 = none
         "gpu_util_mean": r(result.gpu_util_mean, 1),
         "cpu_util_mean": r(result.cpu_util_mean, 1),
         "peak_rss_bytes": result.peak_rss_bytes,
         "shm_peak_bytes": result.shm_peak_bytes,
+        # the machine while measuring (measure.hostload): others' CPU use, steal, the flag
+        "outside_load": r(result.outside_load, 2),
+        "outside_share": r(result.outside_share, 3),
+        "steal_share": r(result.steal_share, 3),
+        "busy_host": bool(result.busy_host),
         "overhead_s": r(result.overhead_s, 2),
         "warmup_s": r(result.warmup_s, 2),
         "wall_s": r(result.wall_s, 2),
@@ -214,6 +234,16 @@ def record_pruned_against(trial: optuna.Trial) -> None:
     trial.set_user_attr("pruned_against", best.number)
 
 
+def workload_for(workload: WorkloadSpec, config: LoaderConfig) -> WorkloadSpec:
+    """The workload ``config`` is measured on: with its cache when the study searches the
+    cache (``config.cache`` set), else ``workload`` as it is."""
+    if config.cache is None or config.cache == workload.cache:
+        return workload
+    import dataclasses
+
+    return dataclasses.replace(workload, cache=config.cache)
+
+
 class Objective:
     """The objective ``study.optimize`` calls. Holds no state a resume would need: everything
     comes from the space, workload and plan stored in the study."""
@@ -238,6 +268,7 @@ class Objective:
 
         self.host = host_name()
         self._crashes = 0
+        self._futile_remeasures = 0
 
     def __call__(self, trial: optuna.Trial) -> float:
         import optuna
@@ -250,13 +281,14 @@ class Objective:
         if previous is not None:
             return self.repeat(trial, previous)
 
-        weight = [0.0]
+        full = [0]
 
         def on_ready(result: MeasureResult) -> None:
-            weight[0] = start_weight(self.plan, config.batch_size, result.dataset_images)
+            full[0] = result.dataset_images
 
         def on_window(window: Window) -> bool:
-            value = window_value(window, weight[0])
+            weight = window_start_weight(window, self.plan, config.batch_size, full[0])
+            value = window_value(window, weight)
             trial.report(value, window.index)
             self.progress.window(trial.number, window, value)
             if trial.should_prune():
@@ -268,8 +300,10 @@ class Objective:
             if self.on_measured is not None and result.windows:
                 self.on_measured(trial, result)
 
-        result = self.measure(config, on_window, on_ready, after=after)
+        result = self.measure(config, on_window, on_ready, after=after, trial=trial.number)
         for key, value in result_attrs(result).items():
+            trial.set_user_attr(key, value)
+        for key, value in busy_attrs(result).items():
             trial.set_user_attr(key, value)
 
         if result.status == OK:
@@ -333,14 +367,81 @@ class Objective:
         on_ready: Callable[[MeasureResult], None] | None = None,
         *,
         after: Callable[[MeasureResult], None] | None = None,
+        trial: int | None = None,
     ) -> MeasureResult:
         """Measure ``config`` holding this host's measurement lock. ``after`` runs with the
         result before the lock is released, so that its CPU time (drawing a picture)
-        disturbs no other process's measurement on this host."""
+        disturbs no other process's measurement on this host.
+
+        A measurement flagged as taken on a busy machine (``busy_host``: other processes used
+        a significant share of the CPUs, measure.hostload) is measured once more (``trial``
+        names it in the notice), and the quieter of the two is kept (:func:`quieter`); its
+        windows are not reported again (the pruner saw the first's)."""
         with measurement_lock():
             result = self.measure_fn(
-                self.workload, config, self.plan, on_window=on_window, on_ready=on_ready
+                workload_for(self.workload, config),
+                config,
+                self.plan,
+                on_window=on_window,
+                on_ready=on_ready,
             )
+            if trial is not None and result.status == OK and result.busy_host:
+                result = self.remeasure_busy(trial, config, result)
             if after is not None:
                 after(result)
             return result
+
+    def remeasure_busy(self, trial: int, config: LoaderConfig, first: MeasureResult
+                       ) -> MeasureResult:  # fmt: skip
+        """Measure a busy trial once more and keep the quieter result; once
+        :data:`MAX_FUTILE_REMEASURES` re-measurements in a row were busy too, the machine
+        stays busy: keep ``first``, marked unreliable (``remeasured`` None)."""
+        share = f"{100 * (first.outside_share or 0):.0f} %"
+        if self._futile_remeasures >= MAX_FUTILE_REMEASURES:
+            self.progress.notice(
+                f"trial {trial} ({config.label()}) was measured on a busy machine (other "
+                f"processes used {share} of the CPUs); the machine stays busy, so it is marked "
+                "unreliable rather than measured again"
+            )
+            return first
+        self.progress.notice(
+            f"trial {trial} ({config.label()}) was measured on a busy machine (other processes "
+            f"used {share} of the CPUs): measuring it again"
+        )
+        again = self.measure_fn(self.workload, config, self.plan)
+        kept = quieter(first, again)
+        self._futile_remeasures = self._futile_remeasures + 1 if kept.busy_host else 0
+        return kept
+
+
+def quieter(first: MeasureResult, again: MeasureResult) -> MeasureResult:
+    """Of a busy measurement and its re-measurement, the one to keep: the re-measurement
+    when it is fine and less busy, else the first. The kept one records ``remeasured`` and the
+    first's outside share (``busy_first``), so the report can say what happened."""
+    keep = first
+    if again.status == OK and (again.outside_share or 0.0) < (first.outside_share or 0.0):
+        keep = again
+
+    def r(x: float | None) -> float | None:
+        return None if x is None else round(float(x), 3)
+
+    keep.remeasured = {
+        "first_outside_share": r(first.outside_share),
+        "first_objective": r(first.objective),
+        "again_outside_share": r(again.outside_share),
+        "again_objective": r(again.objective) if again.status == OK else None,
+        "kept": "again" if keep is again else "first",
+    }
+    return keep
+
+
+def busy_attrs(result: MeasureResult) -> dict[str, Any]:
+    """A busy trial's outcome, as user attributes: ``remeasured`` (both measurements' outside
+    share and value, which was kept) when it was measured again, and ``unreliable`` when the
+    measurement kept was taken on a busy machine."""
+    attrs: dict[str, Any] = {}
+    if result.remeasured:
+        attrs["remeasured"] = result.remeasured
+    if result.remeasured or (result.status == OK and result.busy_host):
+        attrs["unreliable"] = bool(result.busy_host)
+    return attrs

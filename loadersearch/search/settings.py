@@ -4,8 +4,10 @@ A spec file (``studies/*.toml``) has up to five tables::
 
     [study]     name, trials, epochs_planned, confirm_rounds, pruner, sampler, seed, description
     [workload]  kind, data, format, img_size, classes, mosaic, device, vram_cap ("6GiB"),
-                emulated_ms = [a, b], emulated_mib = [m0, m1], skip_bad_samples, seed
-    [plan]      epochs, steps, windows_per_epoch, warmup_epochs, timeout_s
+                emulated_ms = [a, b], emulated_mib = [m0, m1], emulated_io_ms,
+                skip_bad_samples, seed, cache = "none" | "ram" | "memmap", cache_dir
+    [plan]      epochs, steps, windows_per_epoch, warmup_epochs, timeout_s, in_flight_rounds,
+                epoch_limit_s
     [space]     num_workers = "0:16", batch_size = "8:64:8" | "pow2:8:128",
                 prefetch_factor = "1:8", pin_memory = "both" | true | false, ...
     [space.fix] batch_size = 16, ...
@@ -87,8 +89,11 @@ _TYPES = {
         "vram_cap": _SIZE,
         "emulated_ms": _PAIR,
         "emulated_mib": _PAIR,
+        "emulated_io_ms": _NUMBER,
         "seed": _WHOLE,
         "optimizer": _TEXT,
+        "cache": _TEXT,
+        "cache_dir": _TEXT,
     },
     "plan": {
         "epochs": _WHOLE,
@@ -98,6 +103,8 @@ _TYPES = {
         "warmup_steps": _WHOLE,
         "timeout_s": _NUMBER,
         "stall_s": _NUMBER,
+        "in_flight_rounds": _WHOLE,
+        "epoch_limit_s": _NUMBER,
     },
 }
 
@@ -288,6 +295,16 @@ def resolve_settings(
             space = space.with_fixed(knob, value)
     except SpaceError as e:
         raise SpecError(str(e)) from e
+    if space.cache and workload.pipeline is not None:
+        raise SpecError(
+            "the cache search (--search-cache, space cache) applies to the built-in dataset, "
+            "not to your pipeline: your dataset factory reads its own data; drop it."
+        )
+    if space.cache and workload.cache != "none":
+        raise SpecError(
+            f"--cache {workload.cache} fixes the cache and --search-cache (space cache) "
+            "searches it: give one of them (--fix cache=memmap also fixes it)."
+        )
 
     trials = int(study.get("trials", 40))
     if trials < 1:
@@ -350,7 +367,7 @@ def resolve_pipeline(from_file: dict[str, Any], given: dict[str, Any]) -> Pipeli
     return pipeline
 # Workload fields that do not change what a trial measures: a resume may change them without
 # splitting the study (e.g. --skip-bad-samples after a run stopped on a bad label).
-NOT_IDENTITY = {"workload": frozenset({"skip_bad_samples"})}
+NOT_IDENTITY = {"workload": frozenset({"skip_bad_samples", "cache_dir"})}
 
 
 def foreign_study_problems(study: Any) -> list[str]:
@@ -419,10 +436,18 @@ def default_plan(*, small: bool) -> MeasurePlan:
     on 2 cores, ~50-100 img/s for the loader at 416 px; less on a busy machine), 2 warm-up
     steps and two short epochs of 4 one-step windows keep a trial to a few seconds and still
     give the pruner 8 paired windows; elsewhere 3 short epochs of 8 steps (MeasurePlan's
-    defaults) cut into 12 windows of 2 steps."""
+    defaults) cut into 12 windows of 2 steps. Either way a configuration with many batches in
+    flight measures longer epochs (MeasurePlan.sized_steps), within 8 s each on the CPU (20 s
+    elsewhere) at its warm-up's rate."""
     if small:
         return MeasurePlan(
-            epochs=2, steps=4, windows_per_epoch=4, warmup_epochs=1, warmup_steps=2, timeout_s=120
+            epochs=2,
+            steps=4,
+            windows_per_epoch=4,
+            warmup_epochs=1,
+            warmup_steps=2,
+            timeout_s=120,
+            epoch_limit_s=8.0,
         )
     return MeasurePlan(epochs=3, steps=8, windows_per_epoch=4, warmup_epochs=1, warmup_steps=4)
 

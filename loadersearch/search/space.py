@@ -8,6 +8,10 @@ only when the trial has ``num_workers > 0`` (PyTorch rejects them otherwise).
 
 ``start_method`` (the workers' ``multiprocessing_context``) is fixed by default (fork on Linux):
 ``--fix start_method=spawn`` measures another one, ``--space start_method=fork,spawn`` searches.
+
+``cache`` (none, ram, memmap: where the images come from, :mod:`loadersearch.workload.cache`)
+is not searched by default (empty: the workload's own cache); ``run --search-cache`` searches
+every mode, ``--space cache=none,memmap`` some.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from loadersearch.config import (
+    CACHES,
     DEFAULT_PREFETCH,
     DEFAULT_START_METHOD,
     LoaderConfig,
@@ -35,10 +40,11 @@ KNOBS = (
     "prefetch_factor",
     "persistent_workers",
     "start_method",
+    "cache",
 )
 INT_KNOBS = ("num_workers", "batch_size", "prefetch_factor")
 BOOL_KNOBS = ("pin_memory", "persistent_workers")
-CHOICE_KNOBS = ("start_method",)  # strings
+CHOICE_KNOBS = ("start_method", "cache")  # strings
 MAX_WORKERS = 32  # beyond this, start-up and shared memory cost more than any machine gains
 MAX_PREFETCH = 8
 _TRUE = ("1", "true", "yes", "on")
@@ -71,6 +77,8 @@ class SearchSpace:
     persistent_workers: tuple[bool, ...] = (False, True)  # only used when num_workers > 0
     # fixed unless the user asks (a study stored before this knob existed loads this default)
     start_method: tuple[str, ...] = (DEFAULT_START_METHOD,)  # only used when num_workers > 0
+    # cache modes to search; empty = not searched (the workload's cache; older studies load so)
+    cache: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         for name in INT_KNOBS:
@@ -117,6 +125,16 @@ class SearchSpace:
             except ValueError as e:
                 raise SpaceError(str(e)) from e
         object.__setattr__(self, "start_method", tuple(sorted(methods)))
+        if isinstance(self.cache, str):
+            object.__setattr__(self, "cache", (self.cache,))
+        unknown = [c for c in self.cache if c not in CACHES]
+        if unknown:
+            raise SpaceError(
+                f"unknown cache {unknown[0]!r}; choose among {', '.join(CACHES)}, e.g. "
+                "cache=none,memmap."
+            )
+        # CACHES' order (none first): the baselines clamp to the first, no cache
+        object.__setattr__(self, "cache", tuple(c for c in CACHES if c in self.cache))
 
     # -- building ------------------------------------------------------------------------------
 
@@ -125,7 +143,7 @@ class SearchSpace:
         or, for boolean knobs, ``true``/``false``/``both``)."""
         _check_knob(knob)
         if knob in CHOICE_KNOBS:
-            return dataclasses.replace(self, **{knob: _parse_choices(text)})
+            return dataclasses.replace(self, **{knob: _parse_choices(text, knob)})
         if knob in BOOL_KNOBS:
             if text.strip().lower() in ("both", "any", "true,false", "false,true"):
                 return dataclasses.replace(self, **{knob: (False, True)})
@@ -153,7 +171,7 @@ class SearchSpace:
         """A copy with ``knob`` fixed to one value."""
         _check_knob(knob)
         if knob in CHOICE_KNOBS:
-            choices = _parse_choices(str(text))
+            choices = _parse_choices(str(text), knob)
             if len(choices) != 1:
                 raise SpaceError(
                     f"--fix {knob} takes one value but got {text!r}; to search several use "
@@ -215,6 +233,8 @@ class SearchSpace:
         """One line, e.g. ``num_workers 0..4, batch_size 8..64 step 8, pin_memory {F,T} ...``."""
         parts = []
         for name in KNOBS:
+            if name == "cache" and not self.cache:
+                continue  # not searched: the workload's cache
             if name == "batch_size":
                 lo, hi = self.batch_size
                 step = "powers of two" if self.batch_step == 0 else f"step {self.batch_step}"
@@ -272,6 +292,7 @@ class SearchSpace:
             prefetch_factor=prefetch,
             persistent_workers=persistent,
             start_method=start,
+            cache=choice_knob("cache") if self.cache else None,
         )
 
     def clamp(self, config: LoaderConfig) -> LoaderConfig:
@@ -305,6 +326,7 @@ class SearchSpace:
             prefetch_factor=prefetch,
             persistent_workers=persistent,
             start_method=start,
+            cache=pick("cache", config.cache) if self.cache else None,
         )
 
     def distributions(self) -> dict[str, optuna.distributions.BaseDistribution]:
@@ -315,7 +337,7 @@ class SearchSpace:
         fixed = self.fixed()
         out: dict[str, optuna.distributions.BaseDistribution] = {}
         for name in KNOBS:
-            if name in fixed:
+            if name in fixed or (name == "cache" and not self.cache):
                 continue
             if name == "batch_size":
                 choices = self.batch_choices()
@@ -340,16 +362,20 @@ class SearchSpace:
         persistent_workers do not apply, so those collapse into one)."""
         lo, hi = self.num_workers
         out: dict[LoaderConfig, None] = {}
-        for workers in range(lo, hi + 1):
-            for batch in self.batch_choices():
-                for pin in self.pin_memory:
-                    if workers == 0:
-                        out.setdefault(LoaderConfig(0, batch, pin), None)
-                        continue
-                    for prefetch in range(self.prefetch_factor[0], self.prefetch_factor[1] + 1):
-                        for persistent in self.persistent_workers:
-                            config = LoaderConfig(workers, batch, pin, prefetch, persistent)
-                            out.setdefault(config, None)
+        for cache in self.cache or (None,):
+            for workers in range(lo, hi + 1):
+                for batch in self.batch_choices():
+                    for pin in self.pin_memory:
+                        if workers == 0:
+                            out.setdefault(LoaderConfig(0, batch, pin, cache=cache), None)
+                            continue
+                        prefetches = range(self.prefetch_factor[0], self.prefetch_factor[1] + 1)
+                        for prefetch in prefetches:
+                            for persistent in self.persistent_workers:
+                                config = LoaderConfig(
+                                    workers, batch, pin, prefetch, persistent, cache=cache
+                                )
+                                out.setdefault(config, None)
         return list(out)
 
     def params_of(self, config: LoaderConfig) -> dict[str, Any]:
@@ -362,6 +388,8 @@ class SearchSpace:
             params["prefetch_factor"] = config.prefetch_factor
             params["persistent_workers"] = config.persistent_workers
             params["start_method"] = config.start_method
+        if self.cache:
+            params["cache"] = config.cache
         return {k: v for k, v in params.items() if k not in fixed}
 
 
@@ -390,11 +418,21 @@ def _parse_int(knob: str, text: str) -> int:
         raise SpaceError(f"{knob} needs whole numbers but got {text!r}.") from e
 
 
-def _parse_choices(text: str) -> tuple[str, ...]:
-    """Start methods from ``fork``, ``fork,spawn`` or ``all``."""
+def _parse_choices(text: str, knob: str = "start_method") -> tuple[str, ...]:
+    """Start methods (or cache modes) from ``fork``, ``fork,spawn`` or ``all``."""
     from loadersearch.config import START_METHODS
 
     low = text.strip().lower()
+    if knob == "cache":
+        caches = CACHES if low in ("all", "any") else re.split("[,:]", low)
+        choices = tuple(dict.fromkeys(c.strip() for c in caches if c.strip()))
+        bad = [c for c in choices if c not in CACHES] or ([] if choices else [text])
+        if bad:
+            raise SpaceError(
+                f"unknown cache {bad[0]!r}; choose among {', '.join(CACHES)} (or all), e.g. "
+                "cache=none,memmap."
+            )
+        return choices
     if low in ("all", "any"):
         import multiprocessing
 

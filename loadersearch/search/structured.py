@@ -43,12 +43,13 @@ if TYPE_CHECKING:
 # than this: a re-measurement spread of 1-4% (CV) is common on a busy machine.
 BASELINE_MARGIN = 0.05
 
-W, B, PIN, PF, PERSIST = (
+W, B, PIN, PF, PERSIST, CACHE = (
     "num_workers",
     "batch_size",
     "pin_memory",
     "prefetch_factor",
     "persistent_workers",
+    "cache",
 )
 
 
@@ -72,6 +73,7 @@ class StructuredStrategy:
             PF: list(range(space.prefetch_factor[0], space.prefetch_factor[1] + 1)),
             PIN: list(space.pin_memory),
             PERSIST: list(space.persistent_workers),
+            CACHE: list(space.cache) or [None],  # [None]: not searched
         }
         self.ladders = {k: ladder(self.values[k]) for k in (W, B, PF)}
         workers = self.ladders[W][len(self.ladders[W]) // 2]
@@ -79,6 +81,7 @@ class StructuredStrategy:
         self.default_prefetch = min(max(DEFAULT_PREFETCH, space.prefetch_factor[0]),
                                     space.prefetch_factor[1])  # fmt: skip
         self.default_persistent = True in space.persistent_workers
+        self.default_cache = self.values[CACHE][0]
         self.start = self._config(workers, self.values[B][-1], pin)
         self._configs: list[LoaderConfig] | None = None
 
@@ -138,6 +141,7 @@ class StructuredStrategy:
             *self._coarse(best, W, up_first=True),
             *self._bisect(best, W, known, values, fine=False),
             *self._toggle(best, PERSIST),
+            *self._toggle(best, CACHE),  # a cache can matter more than any loader knob
             *self._coarse(best, B, up_first=False),
         ]
         minor = [
@@ -240,39 +244,43 @@ class StructuredStrategy:
     # -- configurations ------------------------------------------------------------------------
 
     def _config(self, workers: int, batch: int, pin: bool, prefetch: int | None = None,
-                persistent: bool | None = None) -> LoaderConfig:  # fmt: skip
+                persistent: bool | None = None, cache: Any = ...) -> LoaderConfig:  # fmt: skip
+        cache = self.default_cache if cache is ... else cache
         if workers == 0:
-            return LoaderConfig(0, batch, pin)
+            return LoaderConfig(0, batch, pin, cache=cache)
         return LoaderConfig(
             workers,
             batch,
             pin,
             self.default_prefetch if prefetch is None else prefetch,
             self.default_persistent if persistent is None else persistent,
+            cache=cache,
         )
 
     def _with(self, config: LoaderConfig, knob: str, value: Any) -> LoaderConfig | None:
         """``config`` with one knob changed; None where the knob does not apply (prefetch or
         persistence without workers)."""
         w, b, pin = config.num_workers, config.batch_size, config.pin_memory
-        pf, persist = config.prefetch_factor, config.persistent_workers
+        pf, persist, cache = config.prefetch_factor, config.persistent_workers, config.cache
         if knob in (PF, PERSIST) and w == 0:
             return None
         if knob == W:
             if w == 0:  # workers appear: their knobs take the defaults
-                return self._config(value, b, pin)
-            return self._config(value, b, pin, pf, persist)
+                return self._config(value, b, pin, cache=cache)
+            return self._config(value, b, pin, pf, persist, cache)
         if knob == B:
-            return self._config(w, value, pin, pf, persist)
+            return self._config(w, value, pin, pf, persist, cache)
         if knob == PIN:
-            return self._config(w, b, value, pf, persist)
+            return self._config(w, b, value, pf, persist, cache)
         if knob == PF:
-            return self._config(w, b, pin, value, persist)
-        return self._config(w, b, pin, pf, value)
+            return self._config(w, b, pin, value, persist, cache)
+        if knob == CACHE:
+            return self._config(w, b, pin, pf, persist, value)
+        return self._config(w, b, pin, pf, value, cache)
 
 
-def _major(config: LoaderConfig) -> tuple[int, int, bool]:
-    return config.num_workers, config.batch_size, config.persistent_workers
+def _major(config: LoaderConfig) -> tuple[int, int, bool, str | None]:
+    return config.num_workers, config.batch_size, config.persistent_workers, config.cache
 
 
 def _values(observed: Sequence[Observation]) -> dict[LoaderConfig, float]:

@@ -35,6 +35,7 @@ from loadersearch.measure.result import (
     HOST_OOM,
     INVALID_CONFIG,
     KILLED,
+    SHM_FULL,
     TIMEOUT,
     VRAM_CAP,
     WORKER_KILLED,
@@ -116,6 +117,8 @@ def default_study_name(workload: WorkloadSpec, hardware: Hardware) -> str:
         parts.append(f"cpu{hardware.cpu_count}")
     if workload.gpus > 1:
         parts.append(f"ddp{workload.gpus}")
+    if workload.cache != "none":
+        parts.append(workload.cache)
     return "-".join(p for p in parts if p)
 
 
@@ -131,6 +134,8 @@ def describe_workload(settings: StudySettings, hardware: Hardware) -> str:
             f" (EMULATED accelerator: {w.emulated_ms[0]:g} + {w.emulated_ms[1]:g} ms x batch, "
             f"{w.emulated_mib[0]:g} + {w.emulated_mib[1]:g} MiB x batch)"
         )
+    if w.storage_label():
+        text += f" ({w.storage_label()})"
     if w.vram_cap:
         text += f", VRAM cap {w.vram_cap / 2**30:.3g} GiB"
         if w.gpus > 1:
@@ -139,6 +144,10 @@ def describe_workload(settings: StudySettings, hardware: Hardware) -> str:
         text += f"; DistributedDataParallel over {w.gpus} ranks, loader settings per rank"
     if settings.classes:
         text += f", {settings.classes} classes"
+    if w.cache != "none":
+        text += f", {w.cache} cache"
+    if settings.space.cache:
+        text += f"; cache searched: {', '.join(settings.space.cache)}"
     return text
 
 
@@ -167,6 +176,25 @@ def ranks_notice(settings: StudySettings, hardware: Hardware) -> str:
     else:
         text += f" on {hardware.cpu_count} CPUs (more than the cores, as --space asked)"
     return text + "; --space num_workers=LOW:HIGH changes it."
+
+
+def shm_notices(settings: StudySettings, gpu: bool) -> list[str]:
+    """/dev/shm's size and free space, what the space's largest configuration needs there, and
+    a warning when that is more than the free space (those configurations will be infeasible,
+    reason shm_full)."""
+    from loadersearch.measure.shm import check_shm
+
+    space = settings.space
+    check = check_shm(
+        settings.workload,
+        "cuda" if gpu else "cpu",
+        num_workers=space.num_workers[1],
+        batch_size=space.batch_size[1],
+        prefetch_factor=space.prefetch_factor[1],
+        largest=True,
+    )
+    warning = check.warning()
+    return [check.line(), *([warning] if warning else [])]
 
 
 def make_pruner(name: str, n_windows: int) -> optuna.pruners.BasePruner:
@@ -257,7 +285,10 @@ def open_study(
 
 
 def study_name_of(settings: StudySettings, hardware: Hardware) -> str:
-    return settings.study_name or default_study_name(settings.workload, hardware)
+    if settings.study_name:
+        return settings.study_name
+    name = default_study_name(settings.workload, hardware)
+    return f"{name}-cachesearch" if settings.space.cache else name
 
 
 def _empty_shell(study: optuna.Study) -> bool:
@@ -284,6 +315,7 @@ def _initialise(study: optuna.Study, settings: StudySettings, hardware: Hardware
         "pruner": settings.pruner,
         "sampler": settings.sampler,
         "emulated": settings.workload.emulated,
+        "emulated_io_ms": settings.workload.emulated_io_ms,  # EMULATED storage latency
         "epochs_planned": settings.epochs_planned,
         "confirm_rounds": settings.confirm_rounds,
         "source": settings.source,
@@ -318,6 +350,11 @@ def _check_same_spec(study: optuna.Study, settings: StudySettings, url: str) -> 
             old, new = stored.get(part, {}).get(key), wanted[part].get(key)
             if _norm(old) == _norm(new):
                 continue
+            if (part, key, old) == ("plan", "epoch_limit_s", None):  # see _with_defaults
+                if not wanted["plan"].get("in_flight_rounds"):
+                    stored[part][key] = new
+                    changed = True
+                    continue
             if key in NOT_IDENTITY.get(part, ()):
                 stored[part][key] = new
                 changed = True
@@ -346,6 +383,11 @@ def _with_defaults(stored: dict[str, Any]) -> dict[str, Any]:
         except (TypeError, ValueError):
             continue
         out[part] = {**filled, **stored.get(part, {})}
+    plan = stored.get("plan", {})
+    if "plan" in out and "in_flight_rounds" not in plan:
+        # Stored before measurements were sized to the configuration: every epoch had the
+        # plan's steps (in_flight_rounds 0), and the epoch time limit did not apply.
+        out["plan"] = {**out["plan"], "in_flight_rounds": 0, "epoch_limit_s": None}
     return out
 
 
@@ -460,8 +502,9 @@ _INFEASIBLE_ADVICE = {
     VRAM_CAP: "raise --vram-cap, or allow smaller batches (--space batch_size=LOW:HIGH)",
     HOST_OOM: _RAM_ADVICE,
     KILLED: _RAM_ADVICE,
-    WORKER_KILLED: "enlarge /dev/shm (docker --shm-size 8g) or allow fewer workers and "
-    "smaller batches",
+    WORKER_KILLED: "free host RAM or allow fewer workers and smaller batches",
+    SHM_FULL: "enlarge /dev/shm (docker run --shm-size=8g or --ipc=host) or allow fewer "
+    "workers and smaller batches (--space num_workers=0:N)",
     TIMEOUT: "raise --timeout, or look for a DataLoader worker that hangs (--debug)",
     INVALID_CONFIG: "check --fix and --space",
 }
@@ -550,20 +593,31 @@ def _run_study(
     import optuna
 
     from loadersearch.hardware import fingerprint
+    from loadersearch.measure.hostload import busy_share
     from loadersearch.search.budget import optimize_to_total
     from loadersearch.storage import open_storage, resolve_storage_url, study_lock
-    from loadersearch.workload import check_data
+    from loadersearch.workload import check_data, prepare_cache
 
     hardware = hardware or fingerprint()
     measure_fn = measure_fn or default_measure()
     progress = progress or Progress()
     optuna.logging.set_verbosity(optuna.logging.WARNING)
 
+    busy_share()  # a bad $LOADERSEARCH_BUSY_SHARE is refused before anything is created
     # The whole dataset is checked before a study or a trial exists for it: a bad dataset
     # stops here, creating nothing.
     data = check_data(settings.workload)
     if data.describe():
         progress.notice(data.describe())
+    # A memmap cache is built here, once, before any trial (never inside a trial's timeout);
+    # every trial then reuses it. Its cost is stored with the study (the answer shows it).
+    caches = []
+    for mode in settings.space.cache or (settings.workload.cache,):
+        resolved = resolved_workload(settings.workload, hardware)
+        cache = prepare_cache(dataclasses.replace(resolved, cache=mode))
+        if cache is not None:
+            progress.notice(cache.describe())
+            caches.append(cache)
     name = study_name_of(settings, hardware)
     storage = open_storage(resolve_storage_url(settings.storage))
 
@@ -583,8 +637,15 @@ def _run_study(
             progress.notice(
                 "EMULATED accelerator: results describe a stand-in device, not a GPU."
             )
+        if settings.workload.storage_label():
+            progress.notice(
+                f"{settings.workload.storage_label()}: every sample read waits that long (a "
+                "sleep), as on network storage or a hard disk; results describe that storage."
+            )
         if settings.workload.gpus > 1:
             progress.notice(ranks_notice(settings, hardware))
+        for line in shm_notices(settings, gpu):
+            progress.notice(line)
         before = finished_trials(study)
         progress.study_ready(study, resumed=resumed, finished=before, target=settings.trials)
 
@@ -592,6 +653,11 @@ def _run_study(
             study.set_user_attr("trials", settings.trials)  # the total workers aim at
         if create and settings.workload.skip_bad_samples:
             study.set_user_attr("skipped_samples", data.to_dict())
+        if caches:
+            stored = dict(study.user_attrs.get("caches") or {})
+            records = {c.mode: _cache_record(c, stored.get(c.mode)) for c in caches}
+            if any(stored.get(mode) != record for mode, record in records.items()):
+                study.set_user_attr("caches", {**stored, **records})
         # The child measures on the device this study resolved to (never its own guess).
         measured = dataclasses.replace(
             settings, workload=resolved_workload(settings.workload, hardware)
@@ -649,6 +715,15 @@ def _run_study(
         confirmation=confirmation,
         resumed=resumed,
     )
+
+
+def _cache_record(cache: Any, stored: dict[str, Any] | None) -> dict[str, Any]:
+    """What the study keeps of a cache (study attribute ``caches``, by mode): its size and the
+    one-time build cost, the first measured build kept when a later run reuses the file."""
+    record = {k: v for k, v in cache.to_dict().items() if k not in ("built", "path")}
+    if not cache.built and stored and stored.get("build_s") is not None:
+        record["build_s"] = stored["build_s"]
+    return record
 
 
 def join_study(

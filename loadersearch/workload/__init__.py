@@ -175,7 +175,7 @@ def create_workload(
     import torch
 
     from loadersearch.workload.datasets import open_dataset, worker_init_fn
-    from loadersearch.workload.emulated import EmulatedAccelerator, describe
+    from loadersearch.workload.emulated import EmulatedAccelerator, EmulatedStorage, describe
     from loadersearch.workload.loss import collate_with_layout
 
     device_type = resolve_device(spec.device)
@@ -210,9 +210,27 @@ def create_workload(
             skip_bad_samples=spec.skip_bad_samples,
             seed=spec.seed,
             split=spec.data_split,
+            cache=spec.cache,
+            cache_dir=spec.cache_dir,
+            io_ms=spec.emulated_io_ms,
         )
+        if dataset.cache_info is not None:
+            notes.append(dataset.cache_info.describe())
         # every YOLOv4-tiny workload: the same data pipeline, target layout included
         collate_fn, init_fn = collate_with_layout, worker_init_fn
+    cached = pipeline is None and spec.cache != "none"
+    if spec.emulated_io_ms > 0 and cached:
+        # The cache holds the images: no sample is fetched from storage while measuring.
+        notes.append(
+            f"{spec.storage_label()}: paid once per image when the {spec.cache} cache was "
+            "filled, never per sample (the cache holds the images)"
+        )
+    elif spec.emulated_io_ms > 0:  # every sample's fetch waits, as on slow storage
+        dataset = EmulatedStorage(dataset, spec.emulated_io_ms)
+        notes.append(
+            f"{spec.storage_label()}: each sample read waits that long (a sleep, no CPU), as "
+            "on network storage or a hard disk; figures describe that storage, not yours"
+        )
     label = _device_label(device)
     peak_vram: Callable[[], int | None] = Workload.peak_vram  # CUDA: measure.cuda reads it
     if spec.kind == "train" and pipeline is not None:
@@ -264,6 +282,36 @@ def check_data(spec: WorkloadSpec) -> Any:
         split=spec.data_split,
         skip_bad_samples=spec.skip_bad_samples,
     )
+def prepare_cache(spec: WorkloadSpec) -> Any:
+    """Before anything is measured (no torch): build the memmap cache of ``spec``'s dataset at
+    its image size when it is missing or stale, or check that a RAM cache fits in memory. A
+    :class:`~loadersearch.workload.cache.CacheInfo` (where, how big, the build time), or None
+    without a cache. ``spec.device`` should be resolved (``auto`` is taken as CUDA when torch
+    sees it), since the train workload's image size depends on it."""
+    if spec.cache == "none" or spec.pipeline is not None:
+        return None
+    from loadersearch.workload import cache
+    from loadersearch.workload.datasets import read_index
+
+    root = spec.data if spec.data is not None else _default_data()
+    index = read_index(
+        root, spec.data_format, split=spec.data_split, skip_bad_samples=spec.skip_bad_samples
+    )
+    device = spec.device
+    if device == "auto":
+        device = "cuda" if spec.kind == "train" and cuda_available() else "cpu"
+    return cache.prepare_cache(
+        spec.cache,
+        index.root,
+        index.paths,
+        resolve_img_size(spec.kind, device, spec.img_size),
+        spec.cache_dir,
+        cache.cache_key(index.fmt, spec.data_split, spec.skip_bad_samples),
+        spec.skip_bad_samples,
+        spec.emulated_io_ms,
+    )
+
+
 def preload_workload(spec: WorkloadSpec) -> None:
     """Read, once, what every measurement of ``spec`` shares and a fork can inherit: the
     dataset's label index (:func:`~loadersearch.workload.datasets.dataset.preload_index`).

@@ -1,4 +1,5 @@
-"""The emulated accelerator: a stand-in for a GPU that consumes batches without using the CPU.
+"""The emulated accelerator: a stand-in for a GPU that consumes batches without using the CPU;
+and emulated storage: a dataset whose every sample read first waits, as on slow storage.
 
 Each batch of ``B`` images takes ``a + b*B`` milliseconds of wall time, spent *sleeping* (so the
 host CPU stays free for the data pipeline, as with a real accelerator), and the step "allocates"
@@ -9,6 +10,7 @@ out-of-memory error would be. Its results are labelled as emulated everywhere th
 from __future__ import annotations
 
 import time
+from typing import Any
 
 MIB = 1024 * 1024
 
@@ -59,3 +61,36 @@ class EmulatedAccelerator:
                 raise VramCapExceeded(batch_size, need, self.cap_bytes)
             self.peak_bytes = need
         time.sleep((self.ms[0] + self.ms[1] * batch_size) / 1000.0)
+
+
+class EmulatedStorage:
+    """``dataset`` behind slow storage: every ``__getitem__`` first sleeps ``ms`` milliseconds.
+
+    The wait is a sleep (no CPU), paid once per sample fetched, in whichever process fetches it
+    (the training process at 0 workers, else a DataLoader worker): as a read from network
+    storage or a hard disk, whose latency several workers overlap. Everything else (``len``,
+    ``num_classes``, ``set_epoch``, ...) is the wrapped dataset's. Picklable, so workers
+    started by spawn or forkserver get it too.
+    """
+
+    def __init__(self, dataset: Any, ms: float) -> None:
+        self.dataset = dataset
+        self.ms = float(ms)
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    def __getitem__(self, index: int) -> Any:
+        time.sleep(self.ms / 1000.0)
+        return self.dataset[index]
+
+    def __getattr__(self, name: str) -> Any:
+        # Only called for names not found here. Unpickling looks up __setstate__ before
+        # __dict__ is filled: never recurse then.
+        dataset = self.__dict__.get("dataset")
+        if dataset is None or name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(dataset, name)
+
+    def __repr__(self) -> str:
+        return f"EmulatedStorage({self.dataset!r}, {self.ms:g} ms/sample)"

@@ -94,3 +94,16 @@ def test_bench_measures_a_user_pipeline_named_on_the_command_line():
     assert "pipeline     dataset helpers.pipelines:make_dataset(n=16, size=8)" in result.output
     assert "for a full epoch of 16 images" in result.output
     assert measurement_processes() == []
+
+
+def test_emulated_storage_latency_is_labelled_and_a_negative_one_refused(tiny_dataset):
+    args = ["bench", "--data", tiny_dataset, "--workload", "loader", "--batch-size", "2"]
+    result = CliRunner().invoke(cli, [*args, *TINY, "--emulated-io-ms", "5"])
+    assert result.exit_code == 0, result.output
+    assert "EMULATED storage latency 5 ms/sample" in result.output
+    result = CliRunner().invoke(cli, ["bench", "--emulated-io-ms", "-1"])
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert "--emulated-io-ms" in result.output
+    result = CliRunner().invoke(cli, ["bench", "--emulated-io-ms", "nan"])
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert "emulated_io_ms must be a finite number" in result.output

@@ -9,5 +9,9 @@ from loadersearch.config import MeasurePlan
 
 @pytest.fixture
 def quick_plan() -> MeasurePlan:
-    """Two short measured epochs of 4 steps, two windows each, after one warm-up epoch."""
-    return MeasurePlan(epochs=2, steps=4, windows_per_epoch=2, warmup_epochs=1, timeout_s=120)
+    """Two short measured epochs of 4 steps, two windows each, after one warm-up epoch; not
+    sized to the configuration (every configuration has the same windows: the tests check
+    them; sizing has tests of its own)."""
+    return MeasurePlan(
+        epochs=2, steps=4, windows_per_epoch=2, warmup_epochs=1, timeout_s=120, in_flight_rounds=0
+    )

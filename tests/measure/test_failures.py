@@ -21,6 +21,7 @@ from loadersearch.measure.result import (
     INFEASIBLE,
     KILLED,
     NO_DEVICE,
+    SHM_FULL,
     VRAM_CAP,
     WORKER_KILLED,
 )
@@ -45,11 +46,51 @@ CUDA_ERROR_OOM = (
 )
 
 
-def test_worker_killed_by_a_bus_error_points_at_shared_memory():
+def test_worker_killed_by_a_bus_error_is_shared_memory_full_with_the_fix():
     e = RuntimeError("DataLoader worker (pid 4242) is killed by signal: Bus error. It is possible")
     status, reason, message = classify_exception(e)
-    assert (status, reason) == (INFEASIBLE, WORKER_KILLED)
-    assert "pid 4242" in message and "/dev/shm" in message
+    assert (status, reason) == (INFEASIBLE, SHM_FULL)
+    assert "pid 4242" in message and "/dev/shm ran out" in message
+    assert "--shm-size" in message and "--ipc=host" in message and "fewer workers" in message
+
+
+# torch 2.14's words when a worker cannot get a /dev/shm file for a batch (file_descriptor
+# strategy), as the DataLoader re-raises them in the training process.
+SHM_ALLOC = (
+    "Caught RuntimeError in DataLoader worker process 0.\nOriginal Traceback (most recent call "
+    "last):\n  File \".../torch/storage.py\", line 423, in _new_shared\n    return "
+    "cls._new_using_fd_cpu(size)\nRuntimeError: unable to allocate shared memory(shm) for file "
+    "</torch_12189_1230178752_0>: No space left on device (28)\n"
+)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        SHM_ALLOC,
+        "unable to write to file </torch_77_123_0>: No space left on device (28)",
+        "[Errno 28] No space left on device: '/dev/shm/pym-1234-abcd'",
+    ],
+)
+def test_shared_memory_exhaustion_is_infeasible_shm_full_with_torchs_words(text):
+    status, reason, message = classify_exception(RuntimeError(text))
+    assert (status, reason) == (INFEASIBLE, SHM_FULL)
+    assert message.startswith("/dev/shm ran out")
+    assert "docker run --shm-size=" in message and "num_workers=0" in message
+    if text is SHM_ALLOC:
+        assert "unable to allocate shared memory(shm) for file </torch_12189" in message
+        assert "Traceback" not in message
+
+
+def test_a_full_disk_elsewhere_is_not_shared_memory():
+    e = OSError(28, "No space left on device", "/data/cache.bin")
+    assert classify_exception(e)[1] != SHM_FULL
+
+
+def test_a_measuring_process_killed_by_sigbus_is_shared_memory_full():
+    status, reason, message = classify_exit(-signal.SIGBUS, "")
+    assert (status, reason) == (INFEASIBLE, SHM_FULL)
+    assert "SIGBUS" in message and "--shm-size" in message
 
 
 def test_worker_exited_unexpectedly_is_a_killed_worker():

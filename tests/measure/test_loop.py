@@ -55,13 +55,55 @@ class _Workload:
 def test_window_edges_cut_every_epoch_at_the_same_steps() -> None:
     assert window_edges(8, 4) == [2, 4, 6, 8]
     assert window_edges(5, 2) == [2, 5]
+    assert window_edges(20, 4) == [5, 10, 15, 20]  # a sized epoch: the same fractions
+
+
+class _Many(_Indices):
+    def __len__(self) -> int:
+        return 200
+
+
+def _sized_run(plan: MeasurePlan, **kw: Any) -> tuple[Any, list[int], _Workload]:
+    workload = _Workload(dataset=_Many())
+    warm: list[int] = []
+    config = LoaderConfig(num_workers=2, batch_size=2, prefetch_factor=2)
+    record = run_loop(workload, config, plan, seed=1, on_window=lambda w: None,
+                      on_warmup=lambda e, s: warm.append(len(workload.served)), **kw)  # fmt: skip
+    return record, warm, workload
+
+
+def test_a_configuration_with_batches_in_flight_measures_epochs_long_enough_for_them() -> None:
+    # 2 workers x prefetch 2 = 4 batches in flight: 2 x 4 + 2 = 10 steps per measured epoch,
+    # cut into windows at the same fractions; a warm-up of 2 batches per worker.
+    plan = MeasurePlan(epochs=2, steps=4, windows_per_epoch=2, warmup_epochs=1, warmup_steps=2,
+                       epoch_limit_s=3600)  # fmt: skip
+    record, warm, workload = _sized_run(plan)
+    assert warm == [4]
+    assert record.steps == record.target_steps == 10
+    assert [len(e["arrivals"]) for e in record.epochs] == [10, 10]
+    assert [w.images for w in record.windows] == [10] * 4  # 5 steps x batch 2
+    assert all(w.epoch_images == 20 for w in record.windows)
+    assert len(workload.served) == 4 + 2 * 10
+
+
+def test_a_sized_epoch_is_cut_to_the_time_limit_and_ranks_agree_on_its_length() -> None:
+    plan = MeasurePlan(epochs=1, steps=4, windows_per_epoch=2, warmup_epochs=1, warmup_steps=2,
+                       epoch_limit_s=1e-9)  # fmt: skip
+    record, _, _ = _sized_run(plan)
+    assert (record.steps, record.target_steps) == (4, 10)  # never below plan.steps
+    plan = MeasurePlan(epochs=1, steps=4, windows_per_epoch=2, warmup_epochs=1, epoch_limit_s=3600)
+    asked: list[int] = []
+    record, _, _ = _sized_run(plan, agree=lambda n: asked.append(n) or 6)
+    assert asked == [10] and record.steps == 6  # another rank could only fit 6
+    assert all(w.epoch_images == 12 for w in record.windows)
 
 
 @pytest.mark.parametrize("workers", [0, 2])
 def test_the_loop_reports_each_window_once_with_parts_that_add_up(workers: int) -> None:
     workload = _Workload()
     config = LoaderConfig(num_workers=workers, batch_size=2)
-    plan = MeasurePlan(epochs=3, steps=4, windows_per_epoch=2, warmup_epochs=1, warmup_steps=2)
+    plan = MeasurePlan(epochs=3, steps=4, windows_per_epoch=2, warmup_epochs=1, warmup_steps=2,
+                       in_flight_rounds=0)  # fmt: skip
     windows, warmups, measuring = [], [], []
     record = run_loop(
         workload,

@@ -289,3 +289,30 @@ def test_workers_started_by_spawn_are_measured_and_the_method_recorded(tiny_data
     assert result.config.start_method == "spawn" and "spawn" in result.config.label()
     # no CUDA here: the CUDA memory fields stay empty rather than made up
     assert result.peak_allocated_bytes is None and result.cuda_overhead_bytes is None
+
+
+@pytest.mark.parametrize("workers", [0, 4])
+def test_emulated_storage_latency_slows_each_sample_and_workers_overlap_it(tiny_dataset, workers):
+    io_ms = 100.0  # far above the decode of a 64 px sample here (a few ms)
+    config = LoaderConfig(num_workers=workers, batch_size=1)
+    # Sized to the configuration: 4 workers x prefetch 2 ask for 2 x 8 + 4 = 20 steps, one full
+    # epoch of the 16 images at most; without workers the plan's 4.
+    plan = MeasurePlan(epochs=2, steps=4, windows_per_epoch=2, warmup_epochs=1, warmup_steps=2,
+                       timeout_s=120, epoch_limit_s=60)  # fmt: skip
+    result = measure(_spec(tiny_dataset, emulated_io_ms=io_ms), config, plan)
+
+    assert result.status == OK, result.message
+    assert result.emulated_io_ms == io_ms
+    assert any("EMULATED storage latency 100 ms/sample" in n for n in result.notes)
+    assert result.epoch_steps == (16 if workers else 4)
+    serial_limit = 1000.0 / io_ms  # img/s when every sample's wait is paid in turn
+    if workers == 0:
+        # Every image's wait is paid inside the timed loop: no window can be faster.
+        for w in result.windows:
+            assert w.seconds >= w.images * io_ms / 1000.0
+        assert result.steady_rate <= serial_limit
+    else:
+        # 4 workers wait side by side (a sleep takes no CPU): well past one at a time, once
+        # the epoch is long enough to have a steady part after the workers' start.
+        assert result.steady_rate > 1.5 * serial_limit
+    assert measurement_processes() == []

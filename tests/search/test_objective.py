@@ -3,6 +3,8 @@ child process, so each outcome is exact and instant; the real one is in test_stu
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from optuna.trial import TrialState
 from search_helpers import HOST, quick_settings, steady_measure
@@ -18,7 +20,7 @@ from loadersearch.measure.result import (
     MeasureResult,
     Window,
 )
-from loadersearch.search.objective import start_weight, window_value
+from loadersearch.search.objective import start_weight, window_start_weight, window_value
 from loadersearch.search.space import SearchSpace
 from loadersearch.search.study import run_study
 
@@ -56,11 +58,16 @@ def test_the_pruner_counts_the_epoch_start_as_the_full_epoch_objective_does() ->
     assert window.rate == 16.0
     assert window_value(window) == 32.0  # the start left out
     # 8 steps of 16 images in a short epoch, 512 in a full one: a quarter of the start.
-    weight = start_weight(MeasurePlan(steps=8), 16, 512)
+    weight = start_weight(8 * 16, 512)
     assert weight == 0.25
     assert window_value(window, weight) == 32 / 1.25
-    assert start_weight(MeasurePlan(steps=8), 16, 0) == 0.0  # unknown full epoch
-    assert start_weight(MeasurePlan(steps=8), 64, 256) == 1.0  # at most one start
+    assert start_weight(8 * 16, 0) == 0.0  # unknown full epoch
+    assert start_weight(8 * 64, 256) == 1.0  # at most one start
+    # A window carries its epoch's length (sized to the configuration); one that does not
+    # had plan.steps batches.
+    assert window_start_weight(window, MeasurePlan(steps=8), 16, 512) == 0.25
+    sized = dataclasses.replace(window, epoch_images=24 * 16)
+    assert window_start_weight(sized, MeasurePlan(steps=8), 16, 512) == 0.75
 
 
 def test_a_repeated_configuration_reuses_the_measurement_instead_of_measuring_again(

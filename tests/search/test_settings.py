@@ -224,3 +224,16 @@ def test_unknown_keys_in_a_pipeline_table_are_named(tmp_path) -> None:
     path.write_text('[pipeline]\ndataset = "helpers.pipelines:make_dataset"\nmodle = "x:y"\n')
     with pytest.raises(SpecError, match=r"unknown key\(s\) modle in \[pipeline\]"):
         resolve_settings(str(path), Overrides(), hardware=HOST)
+
+
+def test_a_storage_latency_in_a_spec_file_is_read_and_described(tmp_path) -> None:
+    from loadersearch.search.study import describe_workload
+
+    spec = tmp_path / "hdd.toml"
+    spec.write_text('[workload]\nkind = "loader"\nemulated_io_ms = 20\n')
+    settings = resolve_settings(str(spec), Overrides(), hardware=HOST)
+    assert settings.workload.emulated_io_ms == 20.0
+    assert "(EMULATED storage latency 20 ms/sample)" in describe_workload(settings, HOST)
+    spec.write_text('[workload]\nemulated_io_ms = "slow"\n')
+    with pytest.raises(SpecError, match="emulated_io_ms must be a number"):
+        resolve_settings(str(spec), Overrides(), hardware=HOST)

@@ -39,7 +39,7 @@ def test_trials_carry_the_five_parameters_and_the_measurement(
     study = _load(emulated_study)
     trials = study.get_trials(states=(TrialState.COMPLETE, TrialState.PRUNED))
     seen = set().union(*(t.params for t in trials))
-    assert seen == set(KNOBS) - {"start_method"}  # fixed unless --space start_method=...
+    assert seen == set(KNOBS) - {"start_method", "cache"}  # fixed unless --space ...
     for t in trials:
         if t.params["num_workers"] > 0:
             assert {"prefetch_factor", "persistent_workers"} <= set(t.params)
@@ -185,3 +185,26 @@ def test_a_study_stored_before_a_spec_key_existed_resumes_with_its_default(tmp_p
     )  # fmt: skip
     with pytest.raises(StudyError, match=r"workload.gpus: stored 1, now 2"):
         open_study(two_ranks, host, create=True)
+
+
+def test_a_study_stored_before_sizing_resumes_only_with_fixed_epochs(tmp_path) -> None:
+    from loadersearch.hardware import Hardware
+    from loadersearch.search.settings import Overrides, resolve_settings
+    from loadersearch.search.study import open_study
+
+    host = Hardware(cpu_count=2, physical_cores=2)
+    storage = f"sqlite:///{tmp_path / 'old.db'}"
+
+    def settings(**plan):
+        overrides = Overrides(study={"name": "old"}, workload={"kind": "emulated"}, plan=plan)
+        return resolve_settings(None, overrides, hardware=host, storage=storage)
+
+    study, _ = open_study(settings(), host, create=True)
+    old_spec = settings().spec_dict()
+    del old_spec["plan"]["in_flight_rounds"], old_spec["plan"]["epoch_limit_s"]
+    study.set_user_attr("spec", old_spec)  # what a study created before sizing stored
+
+    # Its trials measured every configuration on the plan's steps: sized ones would mix in.
+    with pytest.raises(StudyError, match=r"plan.in_flight_rounds: stored 0, now 2"):
+        open_study(settings(), host, create=True)
+    assert open_study(settings(in_flight_rounds=0), host, create=True)[1]

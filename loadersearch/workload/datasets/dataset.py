@@ -13,6 +13,13 @@ from torch.utils.data import Dataset, default_collate, get_worker_info
 
 from loadersearch.errors import DatasetError
 from loadersearch.workload import augment as aug
+from loadersearch.workload.cache import (
+    CacheInfo,
+    MemmapImages,
+    RamImages,
+    cache_key,
+    open_cache,
+)
 from loadersearch.workload.datasets.decode import SampleError, decode
 from loadersearch.workload.datasets.index import DatasetIndex, read_index
 
@@ -64,6 +71,26 @@ class DetectionDataset(Dataset):
         )
         self._root_b = os.fsencode(root)
         self._bad: set[int] = set()  # per process: indices already found undecodable
+        # the images' source when cached (workload/cache.py): MemmapImages or RamImages
+        self._cache: MemmapImages | RamImages | None = None
+        self.cache_info: CacheInfo | None = None
+
+    def attach_cache(self, images: MemmapImages | RamImages, info: CacheInfo) -> None:
+        """Read images from ``images`` (a cache of this dataset's images, in its order)."""
+        if len(images) != len(self):
+            raise ValueError(f"a cache of {len(images)} images for {len(self)} samples")
+        self._cache, self.cache_info = images, info
+
+    def _image(self, j: int) -> Image.Image:
+        """Image j, upright RGB: from the cache when there is one, else decoded from its file."""
+        if isinstance(self._cache, MemmapImages):
+            image = self._cache.image(j)
+            if image is None:
+                raise SampleError(self.path(j), "could not be decoded when the cache was built")
+            return image
+        if self._cache is not None:
+            return decode(self.path(j), self._cache.file(j))
+        return decode(self.path(j))
 
     @property
     def skipped(self) -> int:
@@ -92,7 +119,7 @@ class DetectionDataset(Dataset):
             if j in self._bad:
                 continue
             try:
-                image = decode(self.path(j))
+                image = self._image(j)
             except SampleError as e:
                 if not self.skip_bad_samples:
                     raise
@@ -154,8 +181,15 @@ def open_dataset(
     skip_bad_samples: bool = False,
     seed: int = 0,
     split: str | None = None,
+    cache: str = "none",
+    cache_dir: str | None = None,
+    io_ms: float = 0.0,
 ) -> DetectionDataset:
     """Read a dataset's labels (all of them, checked) and return a :class:`DetectionDataset`.
+
+    ``cache`` (``none``, ``ram`` or ``memmap``, see :mod:`loadersearch.workload.cache`) is
+    where its images come from; a memmap cache is built first when it is missing or stale.
+    ``io_ms``: an emulated storage latency paid per file read when a cache is filled.
 
     ``fmt`` is ``"yolo"``, ``"voc"``, ``"coco"`` or None to detect it. See the module
     docstring for the layouts and for what each kind of bad data gets. An index that
@@ -165,7 +199,7 @@ def open_dataset(
     index = _INDEX_CACHE.get(_index_key(root, fmt, split, skip_bad_samples))
     if index is None:
         index = read_index(root, fmt, split=split, skip_bad_samples=skip_bad_samples)
-    return DetectionDataset(
+    dataset = DetectionDataset(
         index.root,
         index.fmt,
         index.paths,
@@ -178,6 +212,13 @@ def open_dataset(
         seed=seed,
         skipped_reasons=index.skipped_reasons,
     )
+    if cache != "none":
+        key = cache_key(index.fmt, split, skip_bad_samples)
+        images, info = open_cache(
+            cache, index.root, index.paths, img_size, cache_dir, key, skip_bad_samples, io_ms
+        )
+        dataset.attach_cache(images, info)
+    return dataset
 
 
 # (root, fmt, split, skip_bad_samples) -> its DatasetIndex; filled by preload_index only

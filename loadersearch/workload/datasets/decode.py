@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from PIL import Image, ImageOps
 
@@ -37,10 +39,12 @@ class SampleError(BadSampleError):
                 return path, f"{reason} ({where})"
         return "<DataLoader worker>", text.strip().splitlines()[-1]
 
-def decode(path: str) -> Image.Image:
-    """An upright RGB image, or :class:`SampleError` naming the file and the reason."""
+def decode(path: str, file: Any = None) -> Image.Image:
+    """An upright RGB image, or :class:`SampleError` naming the file and the reason.
+    ``file``: the file's bytes already read (a file object: the RAM cache), else ``path`` is
+    read."""
     try:
-        with Image.open(path) as im:
+        with Image.open(path if file is None else file) as im:
             im.load()
             ImageOps.exif_transpose(im, in_place=True)
             if im.mode in ("I;16", "I;16L", "I;16B", "I;16N"):

@@ -1,0 +1,271 @@
+"""``loadersearch diagnose``: why the accelerator idles, and what would help, measured."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+import click
+
+from loadersearch.cli._options import (
+    PLAN_KEYS,
+    WORKLOAD_KEYS,
+    given,
+    pipeline_given,
+    plan_options,
+    storage_option,
+    study_option,
+    workload_options,
+)
+from loadersearch.config import LoaderConfig, MeasurePlan, WorkloadSpec
+from loadersearch.errors import LoaderSearchError
+
+_LOADER_KEYS = ("num_workers", "batch_size", "pin_memory", "prefetch_factor", "persistent_workers")
+
+
+@click.command(
+    "diagnose",
+    epilog="""\b
+Exit codes: 0 diagnosed; 1 a measurement it needs failed (the verdict is "unknown"), or an
+error; 2 invalid options; 130 Ctrl-C (the measuring processes are killed first).""",
+)
+@workload_options
+@click.option(
+    "--num-workers",
+    type=click.IntRange(min=0),
+    default=None,
+    help="Diagnose this configuration instead of the study's winner (the other loader "
+    "options then default as in `bench`).",
+)
+@click.option("--batch-size", type=click.IntRange(min=1), default=None)
+@click.option("--pin-memory/--no-pin-memory", default=None)
+@click.option("--prefetch-factor", type=click.IntRange(min=1), default=None)
+@click.option("--persistent-workers/--no-persistent-workers", default=None)
+@study_option("The study whose confirmed winner (and workload) is diagnosed, when no loader "
+              "option is given (default: the only study in the storage).")  # fmt: skip
+@storage_option
+@plan_options
+@click.option(
+    "--max-workers",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Largest worker count of the scaling curve [default: 2 x CPUs, at most 32].",
+)
+@click.option(
+    "--target-rate",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    help="What-if: an accelerator rate in images/s (e.g. 3000): how many cores the measured "
+    "per-core pipeline rate needs to feed it.",
+)
+@click.option(
+    "--remedies/--no-remedies",
+    default=True,
+    show_default=True,
+    help="Measure the remedies the verdict suggests (more workers, a larger prefetch_factor, "
+    "no mosaic).",
+)
+@click.option(
+    "--out",
+    "out_dir",
+    type=click.Path(file_okay=False),
+    default="diagnosis",
+    show_default=True,
+    help="Directory for diagnosis.json, timelines.png/.html and scaling.png.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the diagnosis as JSON.")
+def diagnose(
+    study_name: str | None,
+    storage: str | None,
+    max_workers: int | None,
+    target_rate: float | None,
+    remedies: bool,
+    out_dir: str,
+    as_json: bool,
+    **opts: Any,
+) -> None:
+    """Why is my GPU idle? Measure where the time goes, and what would help.
+
+    For one configuration (the study's confirmed winner, or the one given with --num-workers,
+    --batch-size, ...), four measurements, each in a fresh process like `bench`:
+
+    \b
+      ceiling  the step fed one batch kept on the device: the most the model can take
+      warm     the full pipeline, the dataset in the page cache: the prep stall (decode,
+               augmentation) is the difference to the ceiling
+      cold     the full pipeline, the dataset's pages evicted (posix_fadvise, checked with
+               mincore) before each epoch: the fetch stall (storage) is the difference
+      scaling  the loader alone with 1..N workers: how the pipeline scales with cores
+
+    It prints a verdict (compute-bound, prep-bound or fetch-bound) with its figures, measures
+    each remedy it suggests, and answers what-ifs: cores needed to feed the ceiling (and
+    --target-rate), RAM a cache of the dataset would need. Timelines (data-wait per step, CPU
+    per core, disk reads, GPU utilisation via NVML) are written to --out as PNG and HTML.
+
+    \b
+    Examples:
+      loadersearch diagnose                          the study's winner
+      loadersearch diagnose --num-workers 0 --batch-size 16 --mosaic
+      loadersearch diagnose --workload emulated --emulated-ms 1,0.2 --target-rate 3000
+    """
+    from loadersearch.hardware import fingerprint
+    from loadersearch.search.settings import (
+        check_gpus,
+        cpu_bound,
+        default_plan,
+        resolve_pipeline,
+        resolved_workload,
+    )
+
+    loader = {k: opts.pop(k) for k in _LOADER_KEYS}
+    pipeline = resolve_pipeline({}, pipeline_given(opts))
+    workload_in = given(opts, WORKLOAD_KEYS)
+    plan_in = given(opts, PLAN_KEYS)
+    err_console = _console(stderr=True)
+    try:
+        if any(v is not None for v in loader.values()):
+            config = LoaderConfig(
+                num_workers=loader["num_workers"] or 0,
+                batch_size=loader["batch_size"] or 16,
+                pin_memory=bool(loader["pin_memory"]),
+                prefetch_factor=loader["prefetch_factor"],
+                persistent_workers=bool(loader["persistent_workers"]),
+            )
+            base: dict[str, Any] = {}
+            study = None
+        else:
+            config, base, source, study = _winner(study_name, storage)
+            err_console.print(source, soft_wrap=True, highlight=False)
+        spec = WorkloadSpec(**{**base, **workload_in}, pipeline=pipeline)
+    except ValueError as e:
+        raise LoaderSearchError(f"invalid configuration: {e}") from e
+    hardware = fingerprint()
+    check_gpus(spec, hardware)
+    spec = resolved_workload(spec, hardware)
+    try:
+        plan = MeasurePlan(
+            **{**default_plan(small=cpu_bound(spec, hardware)).to_dict(), **plan_in}
+        )
+    except ValueError as e:
+        raise LoaderSearchError(f"invalid plan: {e}") from e
+
+    from loadersearch.diagnose import diagnose as run_diagnosis
+    from loadersearch.diagnose.plots import PAIR_ATTR, pair_record, write_outputs
+    from loadersearch.hostlock import measurement_lock
+    from loadersearch.workload import check_data
+
+    data = check_data(spec)
+    if data.describe():
+        err_console.print(f"note: {data.describe()}", soft_wrap=True, highlight=False)
+    with measurement_lock(wait=True), err_console.status("diagnosing...") as status:
+        d = run_diagnosis(
+            spec,
+            config,
+            plan,
+            max_workers=max_workers,
+            target_rate=target_rate,
+            remedies=remedies,
+            on_phase=lambda text: status.update(f"diagnosing {config.label()}: {text}"),
+        )
+    written = write_outputs(d, out_dir)
+    record = pair_record(d) if study is not None else None
+    if record is not None:  # `loadersearch report` draws it from the study
+        _store_pair(storage, study.study_name, PAIR_ATTR, record)
+    if as_json:
+        click.echo(json.dumps(d.to_dict(), indent=1))
+    else:
+        render(d, written, _console())
+    if d.verdict == "unknown":
+        sys.exit(1)
+
+
+def _console(stderr: bool = False):  # noqa: ANN202 - rich.console.Console
+    from rich.console import Console
+
+    return Console(stderr=stderr)
+
+
+def _winner(study_name: str | None, storage: str | None) -> tuple[LoaderConfig, dict, str, Any]:
+    """The study's confirmed winner, its workload, a line to say, and the study; PyTorch's
+    defaults (and no study) when there is no study and none was named."""
+    from loadersearch.errors import StudyError
+    from loadersearch.report import open_study, summarize
+
+    try:
+        study = open_study(storage, study_name)
+    except StudyError:
+        if study_name is not None or storage is not None:
+            raise
+        return (
+            LoaderConfig(),
+            {},
+            "no study to take a winner from: diagnosing PyTorch's defaults (w0 b16); give "
+            "--num-workers/--batch-size/... or --study for another configuration",
+            None,
+        )
+    summary = summarize(study)
+    if summary.winner is None:
+        raise StudyError(
+            f"study {summary.study!r} has no feasible trial yet: run `loadersearch run` first, "
+            "or give the configuration (--num-workers, --batch-size, ...)."
+        )
+    workload = dict((study.user_attrs.get("spec") or {}).get("workload") or {})
+    workload.pop("pipeline", None)  # a pipeline study's parts are given again on the line
+    return (
+        summary.winner.config,
+        workload,
+        f"diagnosing the winner of study {summary.study!r}: {summary.winner.config.label()} "
+        "(PyTorch's defaults beside it are stored in the study for `loadersearch report`)",
+        study,
+    )
+
+
+def _store_pair(storage: str | None, name: str, key: str, record: dict) -> None:
+    """Store ``record`` in the study as a user attribute (the study was read read-only)."""
+    import optuna
+
+    from loadersearch.storage import open_storage
+
+    optuna.load_study(
+        study_name=name, storage=open_storage(storage, heartbeat=False)
+    ).set_user_attr(key, record)
+
+
+def render(d, written: list[str], console) -> None:  # noqa: ANN001
+    """The verdict, its figures, the remedies and the files written."""
+    from rich.table import Table
+
+    color = {"compute-bound": "green", "prep-bound": "yellow", "fetch-bound": "red"}
+    emulated = (
+        " [bold yellow](EMULATED accelerator)[/]" if d.workload.get("kind") == "emulated" else ""
+    )
+    console.print(f"[bold]loadersearch diagnose[/]: {d.config.label()} on {d.device}{emulated}")
+    console.print(
+        f"[bold {color.get(d.verdict, 'white')}]{d.summary}[/]", soft_wrap=True, highlight=False
+    )
+    table = Table(title="measurements (images/s, projected full epoch)", title_justify="left")
+    for col in ("measurement", "config", "img/s", "data wait", "window CV", "outside CPU"):
+        table.add_column(col, justify="left" if col in ("measurement", "config") else "right")
+    for m in d.measurements.values():
+        if m.name.startswith("loader-w"):
+            continue
+        rate = f"{m.rate:,.1f}" if m.ok else m.status
+        table.add_row(
+            m.name, m.config.label(), rate, f"{100 * m.wait_fraction:.0f}%",
+            f"{100 * m.window_cv:.1f}%",
+            "" if m.outside_share is None
+            else f"{100 * m.outside_share:.0f}%" + (" busy" if m.busy_host else ""),
+        )  # fmt: skip
+    console.print(table)
+    console.print(
+        "ceiling: the step fed one batch kept on the device; warm: the full pipeline, the "
+        "dataset in the page cache; cold: its pages evicted before each epoch",
+        soft_wrap=True,
+        highlight=False,
+    )
+    for line in d.details:
+        console.print(f"- {line}", soft_wrap=True, highlight=False)
+    for note in d.notes:
+        console.print(f"[yellow]note:[/] {note}", soft_wrap=True, highlight=False)
+    console.print(f"({d.seconds:.0f} s) written: {', '.join(written)}", soft_wrap=True)

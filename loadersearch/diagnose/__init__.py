@@ -1,0 +1,32 @@
+"""Why the accelerator idles, and what would help, measured: ``loadersearch diagnose``.
+
+A layer beside :mod:`loadersearch.search`, on top of :mod:`loadersearch.measure`: it runs
+measurements (no Optuna) and explains them. :func:`diagnose` returns a :class:`Diagnosis`
+(the ceiling, prep and fetch stalls, the scaling curve, a verdict in words, measured remedies,
+what-ifs and a timeline per measurement); :func:`write_outputs` writes it as JSON, PNG and HTML.
+"""
+
+from __future__ import annotations
+
+from loadersearch.diagnose.diagnosis import (
+    COMPUTE,
+    FETCH,
+    PREP,
+    Diagnosis,
+    Measurement,
+    Remedy,
+    diagnose,
+)
+from loadersearch.diagnose.timeline import Sampler, Timeline
+
+__all__ = [
+    "COMPUTE",
+    "FETCH",
+    "PREP",
+    "Diagnosis",
+    "Measurement",
+    "Remedy",
+    "Sampler",
+    "Timeline",
+    "diagnose",
+]

@@ -1,0 +1,251 @@
+#!/usr/bin/env python
+"""Check the full-epoch projection against a real full epoch, for 0 to 32 workers.
+
+For each batch size and each ``num_workers`` (0, 1, 4, 8, 16, 32 by default), on the loader
+workload with an EMULATED storage latency (each sample read sleeps ``--io-ms``, as on network
+storage, so that many workers pay off even on 2 cores):
+
+1. ``projected``: :func:`loadersearch.measure.measure` with the plan a study uses on this
+   machine (``default_plan``), its epochs sized to the configuration; its projected full-epoch
+   time ``epoch_time_s``;
+2. ``fixed``: the same with ``in_flight_rounds=0`` (every configuration measures the plan's
+   few steps, as before sizing), for comparison;
+3. ``truth``: one full epoch of the whole dataset (at least 1,000 images) with a plain
+   ``for batch in DataLoader(...)`` loop in this process, from ``iter`` to ``StopIteration``
+   (worker start and shut-down included, as a training epoch pays them; the page cache is
+   warm from the measurements just before).
+
+The three are interleaved ``--repeats`` times (2) for every configuration whose full epoch is
+short (under ``--repeat-below`` seconds, 20), once for the others (0 and 1 workers: their
+epochs are the emulated sleeps one after the other, the least noisy and the longest), and
+compared by their medians. The error is ``projected / truth - 1`` of the epoch time. Writes a
+Markdown table to ``--out`` (default ``docs/benchmarks/projection.md``, the figures beside it
+as ``.json``) and exits 1 when an error of the sized projection is beyond ``--target`` (5%).
+
+    PYTHONPATH=. .venv/bin/python scripts/check_projection.py            # ~15 min on 2 cores
+    PYTHONPATH=. .venv/bin/python scripts/check_projection.py --workers 0,4 --batch-sizes 8
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+import warnings
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(ROOT))
+
+from loadersearch.config import LoaderConfig, MeasurePlan, WorkloadSpec  # noqa: E402
+
+
+def _ints(text: str) -> list[int]:
+    return [int(x) for x in text.split(",") if x.strip()]
+
+
+def _args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--workers", type=_ints, default=[0, 1, 4, 8, 16, 32])
+    p.add_argument("--batch-sizes", type=_ints, default=[8, 16, 32])
+    p.add_argument("--io-ms", type=float, default=50.0, help="EMULATED latency per sample read")
+    p.add_argument("--images", type=int, default=1024, help="dataset size (one full epoch)")
+    p.add_argument("--img-size", type=int, default=64, help="network input, pixels")
+    p.add_argument("--shrink", type=int, default=4, help="source JPEGs scaled down by this")
+    p.add_argument("--data", type=Path, default=ROOT / "studies" / "data" / "projection-check")
+    p.add_argument("--target", type=float, default=0.05, help="largest acceptable |error|")
+    p.add_argument("--repeats", type=int, default=2, help="interleaved repeats (short epochs)")
+    p.add_argument("--repeat-below", type=float, default=20.0, help="seconds: repeat if faster")
+    p.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks" / "projection.md")
+    return p.parse_args(argv)
+
+
+def small_dataset(root: Path, images: int, shrink: int) -> str:
+    """``images`` generated VOC-like images (YOLO layout) scaled down ``shrink`` times, so that
+    decoding is cheap and the emulated storage latency dominates. Kept once made."""
+    from PIL import Image
+
+    from loadersearch.workload.synthetic import make_dataset
+
+    done = root / f".complete-{images}-{shrink}"
+    if done.exists():
+        return str(root)
+    full = root.with_name(root.name + "-full")
+    if not (full / f".complete-{images}").exists():
+        make_dataset(full, images=images, fmt="yolo", seed=0)
+        (full / f".complete-{images}").write_text("ok\n")
+    for path in sorted((full / "images").glob("*.jpg")):
+        out = root / "images" / path.name
+        out.parent.mkdir(parents=True, exist_ok=True)
+        with Image.open(path) as im:
+            im.resize((max(1, im.width // shrink), max(1, im.height // shrink))).save(out)
+    for path in [*sorted((full / "labels").glob("*.txt")), full / "classes.txt"]:
+        out = root / path.relative_to(full)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_bytes(path.read_bytes())
+    done.write_text("ok\n")
+    return str(root)
+
+
+def full_epoch_seconds(spec: WorkloadSpec, config: LoaderConfig) -> tuple[float, int]:
+    """One full epoch with a plain DataLoader loop: seconds from ``iter(loader)`` to
+    ``StopIteration``, and the images it delivered."""
+    from torch.utils.data import DataLoader
+
+    from loadersearch.workload import create_workload
+
+    workload = create_workload(spec, batch_size=config.batch_size)
+    loader = DataLoader(
+        workload.dataset,
+        shuffle=True,
+        drop_last=True,
+        collate_fn=workload.collate_fn,
+        worker_init_fn=workload.worker_init_fn if config.num_workers else None,
+        **config.dataloader_kwargs(),
+    )
+    images = 0
+    t0 = time.perf_counter()
+    for batch in loader:
+        images += batch[0].shape[0]
+    return time.perf_counter() - t0, images
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _args(argv)
+    # PyTorch warns of more workers than CPUs: here that is the point (they sleep, as on I/O).
+    warnings.filterwarnings("ignore", message="This DataLoader will create")
+    from loadersearch.measure import measure
+    from loadersearch.search.objective import measurement_lock
+    from loadersearch.search.settings import default_plan
+
+    data = small_dataset(args.data, args.images, args.shrink)
+    spec = WorkloadSpec(
+        kind="loader", data=data, img_size=args.img_size, device="cpu", emulated_io_ms=args.io_ms
+    )
+    sized_plan = default_plan(small=True)  # what a study on this machine measures
+    fixed_plan = dataclasses.replace(sized_plan, in_flight_rounds=0)
+    rows = []
+    started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    load_start = os.getloadavg()
+    t_start = time.time()
+    for batch in args.batch_sizes:
+        for workers in args.workers:
+            config = LoaderConfig(num_workers=workers, batch_size=batch)
+            truths, sizeds, fixeds, notes = [], [], [], set()
+            while True:
+                with measurement_lock():
+                    sized = measure(spec, config, sized_plan)
+                    fixed = measure(spec, config, fixed_plan)
+                    truth_s, truth_images = full_epoch_seconds(spec, config)
+                for r in (sized, fixed):
+                    if not r.ok:
+                        print(f"{config.label()}: {r.status} ({r.reason}): {r.message}")
+                truths.append(truth_s)
+                sizeds.append(sized.epoch_time_s if sized.ok else float("nan"))
+                fixeds.append(fixed.epoch_time_s if fixed.ok else float("nan"))
+                notes.update(sized.notes)
+                if len(truths) >= args.repeats or truth_s >= args.repeat_below:
+                    break
+            row = {
+                "config": config.label(),
+                "workers": workers,
+                "batch": batch,
+                "in_flight": workers * (config.prefetch_factor or 0),
+                "steps": sized.epoch_steps,
+                "images": truth_images,
+                "repeats": len(truths),
+                "truth_s": statistics.median(truths),
+                "sized_s": statistics.median(sizeds),
+                "fixed_s": statistics.median(fixeds),
+                "sized_all": sizeds,
+                "truth_all": truths,
+                "notes": sorted(notes),
+            }
+            row["sized_err"] = row["sized_s"] / row["truth_s"] - 1
+            row["fixed_err"] = row["fixed_s"] / row["truth_s"] - 1
+            rows.append(row)
+            print(
+                f"{row['config']:>10}: truth {row['truth_s']:7.2f} s ({truth_images} img, "
+                f"x{row['repeats']}), "
+                f"sized ({row['steps']} steps) {row['sized_s']:7.2f} s {row['sized_err']:+.1%}, "
+                f"fixed ({fixed_plan.steps} steps) {row['fixed_s']:7.2f} s "
+                f"{row['fixed_err']:+.1%}",
+                flush=True,
+            )
+    minutes = (time.time() - t_start) / 60
+    worst = max(abs(r["sized_err"]) for r in rows)
+    ok = worst <= args.target
+    text = _table(args, rows, sized_plan, started, load_start, os.getloadavg(), minutes, worst)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(text)
+    meta = {"args": {k: str(v) for k, v in vars(args).items()}, "plan": sized_plan.to_dict()}
+    args.out.with_suffix(".json").write_text(json.dumps({**meta, "rows": rows}, indent=1) + "\n")
+    print(f"\nworst |error| {worst:.1%} (target {args.target:.0%}): {'PASS' if ok else 'FAIL'}")
+    print(f"table written to {args.out}")
+    return 0 if ok else 1
+
+
+def _table(args, rows, plan: MeasurePlan, started, load_start, load_end, minutes, worst) -> str:  # noqa: ANN001
+    cpus = os.cpu_count()
+    lines = [
+        "# Projection check: projected vs measured full epoch",
+        "",
+        f"`scripts/check_projection.py`, {started}, {minutes:.1f} min; {platform.node()}: "
+        f"{cpus} logical CPUs, shared with other jobs (load average "
+        f"{load_start[0]:.1f} at the start, {load_end[0]:.1f} at the end); Python "
+        f"{platform.python_version()}.",
+        "",
+        f"Workload: the loader workload (data pipeline alone, no step) at {args.img_size} px on "
+        f"{args.images} generated images scaled down {args.shrink}x, with an **EMULATED storage "
+        f"latency of {args.io_ms:g} ms per sample** (a sleep: workers overlap it, so 16-32 "
+        "workers pay off even on 2 cores). Configurations: prefetch_factor 2 (PyTorch's "
+        "default), no pin_memory, no persistent_workers, workers started by fork.",
+        "",
+        f"- **truth**: one full epoch of all {args.images} images with a plain `for batch in "
+        "DataLoader(...)` loop, from `iter` to `StopIteration` (workers' start and shut-down "
+        "included, as every epoch of a training run without persistent_workers pays them).",
+        f"- **sized**: the projected epoch time of a measurement with the plan a study uses "
+        f"on this machine (warm-up, {plan.epochs} measured epochs of at least {plan.steps} "
+        f"steps, sized to the configuration: at least {plan.in_flight_rounds} x workers x "
+        f"prefetch_factor + workers steps, within {plan.epoch_limit_s:g} s an epoch at the "
+        "warm-up's rate, never beyond one full epoch).",
+        f"- **fixed**: the same plan with every epoch {plan.steps} steps long "
+        "(`in_flight_rounds=0`, as before sizing).",
+        "",
+        f"The three are interleaved (measure, measure, truth) {args.repeats} times for each "
+        f"configuration whose epoch takes under {args.repeat_below:g} s, once for the others; "
+        "the table compares medians (each repeat's seconds in the last columns). "
+        "Error = projected / truth - 1 (positive: the projection is slower than the truth).",
+        "",
+        "| config | batches in flight | sized steps | truth (s) | sized (s) | sized error "
+        "| fixed (s) | fixed error | truth, each (s) | sized, each (s) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---|---|",
+    ]
+    for r in rows:
+        each_t = ", ".join(f"{x:.2f}" for x in r["truth_all"])
+        each_s = ", ".join(f"{x:.2f}" for x in r["sized_all"])
+        lines.append(
+            f"| {r['config']} | {r['in_flight']} | {r['steps']} | {r['truth_s']:.2f} | "
+            f"{r['sized_s']:.2f} | {r['sized_err']:+.1%} | {r['fixed_s']:.2f} | "
+            f"{r['fixed_err']:+.1%} | {each_t} | {each_s} |"
+        )
+    verdict = "within" if worst <= args.target else "**beyond**"
+    lines += [
+        "",
+        f"Worst sized error: {worst:.1%}, {verdict} the {args.target:.0%} target.",
+        "",
+    ]
+    notes = sorted({n for r in rows for n in r["notes"] if "EMULATED" not in n})
+    if notes:
+        lines += ["Notes the measurements gave:", ""] + [f"- {n}" for n in notes] + [""]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,67 @@
+"""``report --machines``: over every study of a (shared) storage, one row per hardware class
+with its best configuration, its speedup over the rules of thumb and the studies behind it."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import optuna
+from search_helpers import HOST, quick_settings, run_cli, steady_measure
+
+from loadersearch.hardware import Hardware
+from loadersearch.search.study import run_study
+
+RTX = Hardware(host="gpu-box", cpu_count=4, physical_cores=4, gpu_count=1,
+               gpu_model="NVIDIA GeForce RTX 2060")  # fmt: skip
+
+
+def _study(url: str, name: str, hardware: Hardware, best_workers: int) -> None:
+    """A finished study whose fastest configuration has ``best_workers`` workers (an emulated
+    rate that peaks there), baselines included, confirmed."""
+
+    def measure(workload, config, plan, **kw):  # noqa: ANN001, ANN003
+        rate = 100.0 + 50.0 * (4 - abs(config.num_workers - best_workers)) + config.batch_size
+        return steady_measure(rate)(workload, config, plan, **kw)
+
+    settings = quick_settings(Path("."), trials=8)
+    settings = dataclasses.replace(
+        settings,
+        study_name=name,
+        storage=url,
+        confirm_rounds=1,
+        space=dataclasses.replace(settings.space, num_workers=(0, 4)),
+    )
+    run_study(settings, measure_fn=measure, hardware=hardware)
+
+
+def test_one_row_per_hardware_class_with_its_studies_and_speedup(shared_url, study_name):
+    _study(shared_url, f"{study_name}-a", HOST, best_workers=1)
+    _study(shared_url, f"{study_name}-b", HOST, best_workers=1)
+    _study(shared_url, f"{study_name}-c", RTX, best_workers=3)
+    optuna.create_study(study_name=f"{study_name}-foreign", storage=shared_url)
+    mine = ["--storage", shared_url, "--study", f"{study_name}-*"]  # a server holds others'
+    result = run_cli(["report", "--machines", "--json", *mine])
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.output)
+    rows = {r["gpu"]: r for r in out["machines"]}
+    cpu, gpu = rows["no GPU"], rows["1 x NVIDIA GeForce RTX 2060"]
+    assert cpu["cpus"] == "2 CPUs (2 cores)" and cpu["studies"] == 2
+    assert cpu["emulated_studies"] == 2
+    assert cpu["best"].startswith("w1 b16") and cpu["workers"] == "1"
+    assert gpu["cpus"] == "4 CPUs (4 cores)" and gpu["studies"] == 1
+    assert gpu["best"].startswith("w3 b16") and gpu["workers"] == "3"
+    # The winner beats the rules of thumb (the article's 2 x cores, Ultralytics') it measured.
+    assert cpu["speedup"] > 1.0 and gpu["speedup"] > 1.0
+    assert any("foreign" in s and "not a loadersearch study" in s for s in out["skipped"])
+
+    table = run_cli(["report", "--machines", *mine])
+    assert table.exit_code == 0, table.output
+    assert "NVIDIA" in table.output and "emulated)" in table.output  # the table wraps
+
+
+def test_machines_refuses_the_report_page_option(tmp_path):
+    result = run_cli(["report", "--machines", "--out", str(tmp_path / "r"), "--storage",
+                      f"sqlite:///{tmp_path / 'x.db'}"])  # fmt: skip
+    assert result.exit_code == 2 and "drop --out" in result.output
