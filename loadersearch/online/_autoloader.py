@@ -57,7 +57,7 @@ def _accelerator() -> bool:
 def _sync() -> None:
     """Wait for the device work the user's steps queued (only once CUDA is in use)."""
     if torch.cuda.is_available() and torch.cuda.is_initialized():
-        torch.cuda.synchronize()
+        torch.cuda.synchronize(torch.cuda.current_device())  # your step's device
 
 
 def _shut_down(iterator: Any) -> None:

@@ -21,9 +21,21 @@ DEVICE = EmulatedAccelerator(ms=(4.0, 0.0), mib=(0.0, 0.0), cap_bytes=None)
 SMALL = {"max_workers": 2, "window_steps": 2}  # a segment: 4 warm-up + 8 measured steps
 
 
+# Child processes other tests of the session left running (fork servers kept for reuse):
+# not this test's DataLoader workers.
+_OTHERS: set[int] = set()
+
+
+@pytest.fixture(autouse=True)
+def _others() -> None:
+    _OTHERS.clear()
+    _OTHERS.update(p.pid for p in psutil.Process(os.getpid()).children(recursive=True))
+
+
 def _workers() -> list[int]:
-    """This process's child processes (DataLoader workers, forked)."""
-    return [p.pid for p in psutil.Process(os.getpid()).children(recursive=True)]
+    """This test's child processes (DataLoader workers, forked)."""
+    children = psutil.Process(os.getpid()).children(recursive=True)
+    return [p.pid for p in children if p.pid not in _OTHERS]
 
 
 def _plain(ds, epochs: int, **kwargs) -> list[list[int]]:
