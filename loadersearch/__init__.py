@@ -4,7 +4,8 @@ In Python: :func:`tune` searches the settings of your own pipeline (or the built
 workload), :func:`bench` measures one configuration, and :func:`load_best` is how a training
 script reads the winner back from the study that found it. ``tune``, ``bench`` and
 ``TuneResult`` are imported on first use (:mod:`loadersearch.api`), so ``import loadersearch``
-stays light.
+stays light. :class:`AutoLoader` (and :func:`autoloader`, which wraps a DataLoader you build)
+tunes the loader inside your training loop instead (:mod:`loadersearch.online`).
 """
 
 from __future__ import annotations
@@ -15,10 +16,12 @@ from loadersearch.config import LoaderConfig, MeasurePlan, PipelineSpec, Workloa
 
 if TYPE_CHECKING:
     from loadersearch.api import TuneResult, bench, tune
+    from loadersearch.online import AutoLoader, autoloader
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "AutoLoader",
     "LoaderConfig",
     "MeasurePlan",
     "PipelineSpec",
@@ -28,9 +31,11 @@ __all__ = [
     "load_best",
     "tune",
     "__version__",
+    "autoloader",
 ]
 
 _LAZY = {"tune", "bench", "TuneResult"}  # from loadersearch.api
+_ONLINE = {"AutoLoader", "autoloader"}  # from loadersearch.online (imports torch)
 
 
 def __getattr__(name: str) -> Any:
@@ -38,6 +43,10 @@ def __getattr__(name: str) -> Any:
         from loadersearch import api
 
         return getattr(api, name)
+    if name in _ONLINE:
+        from loadersearch import online
+
+        return getattr(online, name)
     raise AttributeError(f"module 'loadersearch' has no attribute {name!r}")
 
 

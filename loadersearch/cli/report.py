@@ -202,7 +202,11 @@ def report(
             r["baseline"] or "",
             f"{r['wait_fraction']:.0%}" if r["wait_fraction"] is not None else "",
             f"{r['window_cv']:.2f}" if r["window_cv"] is not None else "",
-            (r["reason"] or "") if r["state"] != "complete" else _busy_note(r),
+            "online"
+            if r.get("online")
+            else (r["reason"] or "")
+            if r["state"] != "complete"
+            else _busy_note(r),
         )
     console.print(table)
     importance = importances(study)

@@ -256,7 +256,9 @@ def _trials(summary: Summary) -> str:
     rows = []
     for r in summary.rows:
         note = ""
-        if r["repeat_of"] is not None:
+        if r.get("online"):
+            note = "online: AutoLoader in a real training loop"
+        elif r["repeat_of"] is not None:
             note = f"repeat of trial {r['repeat_of']}"
         elif r["state"] == "pruned":
             note = f"after {r['windows_done']} windows" if r["windows_done"] else ""

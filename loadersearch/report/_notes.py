@@ -228,6 +228,11 @@ def trial_note(trial: optuna.trial.FrozenTrial, ctx: NoteContext) -> str:
         parts.append(text + ".")
     for name in baseline_names(ua.get("baseline")):
         parts.append(f"**Baseline `{name}`**: {ctx.baseline_rules.get(name, 'a common rule')}.")
+    if ua.get("online"):
+        parts.append(
+            "**Online**: AutoLoader's choice, measured in a real training loop (your step "
+            "included): its value is that loop's images/s, not a projected full epoch."
+        )
     if ua.get("repeat_of") is not None:
         parts.append(
             f"**Repeat of trial {ua['repeat_of']}**: the sampler proposed a configuration the "

@@ -367,6 +367,7 @@ def _rows(trials: list[optuna.trial.FrozenTrial], fixed: dict[str, Any]) -> list
                 "host": ua.get("host"),
                 "repeat_of": ua.get("repeat_of"),
                 "windows_done": ua.get("windows_done"),
+                "online": bool(ua.get("online")),  # measured by AutoLoader in a real loop
                 # the machine while it measured (measure.hostload); None in older studies
                 "outside_share": ua.get("outside_share"),
                 "busy_host": bool(ua.get("busy_host")),

@@ -67,17 +67,39 @@ class ClearlySlowerPruner(optuna.pruners.BasePruner):
         if len(shared) < self._n_startup_steps:
             return False
         margin = self.margin_against(best)
-        diffs = [values[s] - (1.0 - margin) * best.intermediate_values[s] for s in shared]
-        if not all(math.isfinite(d) for d in diffs) or not any(diffs):
-            return False
-        from scipy.stats import wilcoxon
-
-        p = wilcoxon(diffs, alternative="less", zero_method="zsplit").pvalue
-        return bool(p < self._p_threshold)
+        return clearly_slower(
+            [values[s] for s in shared],
+            [best.intermediate_values[s] for s in shared],
+            margin=margin,
+            p_threshold=self._p_threshold,
+        )
 
     def margin_against(self, best: FrozenTrial) -> float:
         """The margin used against ``best``: the fixed one, widened by the best trial's noise."""
-        cv = best.user_attrs.get("window_cv")
-        if not isinstance(cv, (int, float)) or not math.isfinite(cv) or cv <= 0:
-            return self._margin
-        return min(0.5, max(self._margin, self._noise_factor * float(cv)))
+        return noise_margin(self._margin, best.user_attrs.get("window_cv"), self._noise_factor)
+
+
+def noise_margin(margin: float, cv: object, noise_factor: float = 1.5) -> float:
+    """``max(margin, noise_factor * cv)``, at most 0.5: the margin a comparison against a
+    best measured with window spread ``cv`` uses (``margin`` when ``cv`` is unknown)."""
+    if not isinstance(cv, (int, float)) or not math.isfinite(cv) or cv <= 0:
+        return margin
+    return min(0.5, max(margin, noise_factor * float(cv)))
+
+
+def clearly_slower(
+    values: list[float], best: list[float], *, margin: float, p_threshold: float = 0.1
+) -> bool:
+    """The test behind the pruner, on paired windows (``values[i]`` and ``best[i]`` measured
+    at the same position): True when a one-sided Wilcoxon signed-rank test says ``values`` are
+    more than ``margin`` below ``best`` with p < ``p_threshold``. The online tuner
+    (:mod:`loadersearch.online`) drops its candidates with it."""
+    if len(values) != len(best):
+        raise ValueError(f"paired windows needed but got {len(values)} and {len(best)}.")
+    diffs = [v - (1.0 - margin) * b for v, b in zip(values, best, strict=True)]
+    if not diffs or not all(math.isfinite(d) for d in diffs) or not any(diffs):
+        return False
+    from scipy.stats import wilcoxon
+
+    p = wilcoxon(diffs, alternative="less", zero_method="zsplit").pvalue
+    return bool(p < p_threshold)

@@ -92,3 +92,25 @@ class _Stream(torch.utils.data.IterableDataset):
 
 def make_stream() -> torch.utils.data.IterableDataset:
     return _Stream()
+
+
+class Slow(Dataset):
+    """``n`` samples, each a tensor holding its index, read with an emulated storage latency
+    of ``ms`` milliseconds (a sleep: no CPU, as a network file system costs), so that the
+    number of DataLoader workers decides the throughput even on 2 cores."""
+
+    def __init__(self, n: int = 256, ms: float = 4.0) -> None:
+        self.n, self.ms = n, ms
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, index: int) -> torch.Tensor:
+        import time
+
+        time.sleep(self.ms / 1000.0)
+        return torch.tensor([index])
+
+
+def make_slow_dataset(n: int = 256, ms: float = 4.0) -> Slow:
+    return Slow(n=n, ms=ms)
