@@ -49,7 +49,7 @@ def seeds_from_study(
     if winner is not None:
         configs.append(winner.config)
     fixed = space_fixed(study)
-    for trial in feasible_complete(study):
+    for trial in feasible_complete(study, include_online=True):
         try:
             configs.append(trial_config(trial, fixed))
         except (ValueError, TypeError):  # a trial of a knob this version does not know

@@ -42,14 +42,22 @@ _MEASUREMENT_KEYS = (
 TOP_K = 3
 
 
-def feasible_complete(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
-    """COMPLETE trials that ran (not infeasible), best first."""
+def feasible_complete(
+    study: optuna.Study, *, include_online: bool = False
+) -> list[optuna.trial.FrozenTrial]:
+    """COMPLETE trials that ran (not infeasible), best first. A trial AutoLoader wrote back
+    (user attribute ``online``) holds the images/s of a real training loop, not the study's
+    projected full epoch: it is ranked with the study's own trials only when
+    ``include_online`` (AutoLoader's candidates), never for the study's answer."""
     from optuna.trial import TrialState
 
     trials = [
         t
         for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-        if t.user_attrs.get("feasible", True) and t.value is not None and t.value > 0
+        if t.user_attrs.get("feasible", True)
+        and t.value is not None
+        and t.value > 0
+        and (include_online or not t.user_attrs.get("online"))
     ]
     return sorted(trials, key=lambda t: t.value, reverse=True)
 

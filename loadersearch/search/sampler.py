@@ -81,13 +81,15 @@ def observations(
     study: Study, space: SearchSpace, *, exclude: int | None = None
 ) -> list[Observation]:
     """Every trial of ``study`` that holds or will hold a measurement, as observations (FAIL
-    trials, crashes of the tool, are left out: their configuration may be tried again)."""
+    trials, crashes of the tool, are left out: their configuration may be tried again; so are
+    AutoLoader's online results, whose value is another measure: the search measures that
+    configuration itself)."""
     fixed = space.fixed()
     out = []
     states = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING, TrialState.WAITING)
     for t in study.get_trials(deepcopy=False, states=states):
-        if t.number == exclude:
-            continue
+        if t.number == exclude or t.user_attrs.get("online"):
+            continue  # an AutoLoader result measures a real loop, not this objective
         params = t.params if t.params else t.system_attrs.get("fixed_params") or {}
         if not params and not fixed:
             continue  # a trial that has not suggested anything yet

@@ -115,6 +115,12 @@ def test_online_settles_near_the_offline_winner_and_shares_the_study(tmp_path, c
     assert trial.user_attrs["online_saved_s"] == pytest.approx(seeded.report.saved_s, abs=1e-3)
     rows = loadersearch.report.summarize(study).rows  # the report labels it
     assert [r["trial"] for r in rows if r["online"]] == [trial.number]
+    # ... but never ranks it for the study's answer: its value is another measure (a real
+    # loop's images/s, not the projected full epoch), whatever its size.
+    from loadersearch.search.confirm import feasible_complete
+
+    assert trial.number not in [t.number for t in feasible_complete(study)]
+    assert trial.number in [t.number for t in feasible_complete(study, include_online=True)]
 
 
 def test_a_missing_study_is_logged_and_the_ladder_is_climbed(tmp_path, caplog) -> None:

@@ -86,6 +86,24 @@ def test_a_repeat_the_strategy_insists_on_is_replaced_and_recorded() -> None:
         )
 
 
+def test_an_online_result_does_not_count_as_a_measurement_of_its_configuration() -> None:
+    # AutoLoader writes its result back as a COMPLETE trial labelled online; its value is a
+    # real loop's images/s, so the search still measures that configuration itself.
+    study = new_study(CandidateSampler(SMALL, Always(), seed=0))
+    params = {"num_workers": 1, "batch_size": 16}
+    study.add_trial(
+        optuna.trial.create_trial(
+            state=optuna.trial.TrialState.COMPLETE,
+            value=1e6,
+            params=params,
+            distributions={k: v for k, v in SMALL.distributions().items() if k in params},
+            user_attrs={"online": True},
+        )
+    )
+    assert run(study, SMALL, 1) == [LoaderConfig(1, 16, False, 2, True)]
+    assert study.trials[-1].user_attrs["proposed_by"] == "always"
+
+
 @pytest.mark.parametrize("name", ["tpe", "gp"])
 def test_baselines_do_not_use_up_the_start_up_trials(name: str) -> None:
     study = new_study(make_sampler(name, FULL, seed=0, n_startup=3))
