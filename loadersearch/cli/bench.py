@@ -24,21 +24,12 @@ from loadersearch.config import (
     WorkloadSpec,
 )
 from loadersearch.errors import LoaderSearchError
+from loadersearch.measure.shm import fmt_bytes
 
 # Exit codes of bench (documented in --help).
 EXIT_OK = 0
 EXIT_ERROR = 1
 EXIT_INFEASIBLE = 3
-
-
-def _fmt_bytes(n: float | None) -> str:
-    if n is None:
-        return "n/a"
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
-        n /= 1024
-    return f"{n} B"  # pragma: no cover
 
 
 @click.command(
@@ -183,7 +174,6 @@ def bench(
     else:
         render(result, spec, plan, Console())
     if result.ok and shm.need_bytes and result.shm_peak_bytes is not None:
-        from loadersearch.measure.shm import fmt_bytes
 
         err.print(
             f"/dev/shm: {fmt_bytes(result.shm_peak_bytes)} at the measured peak (sampled, "
@@ -265,24 +255,24 @@ def render(result, spec: WorkloadSpec, plan: MeasurePlan, console) -> None:  # n
             f"{100 * (r.steal_share or 0):.1f} %{busy}",
         )
     if r.peak_rss_bytes is not None or r.peak_vram_bytes is not None:
-        vram = _fmt_bytes(r.peak_vram_bytes)
+        vram = fmt_bytes(r.peak_vram_bytes)
         if r.emulated:
             vram += " (emulated)"
-        cap = _fmt_bytes(spec.vram_cap) if spec.vram_cap else "none"
+        cap = fmt_bytes(spec.vram_cap) if spec.vram_cap else "none"
         info.add_row(
             "memory",
-            f"peak RSS {_fmt_bytes(r.peak_rss_bytes)} (trainer + workers, summed), "
-            f"/dev/shm +{_fmt_bytes(r.shm_peak_bytes)}, VRAM peak {vram}, cap {cap}",
+            f"peak RSS {fmt_bytes(r.peak_rss_bytes)} (trainer + workers, summed), "
+            f"/dev/shm +{fmt_bytes(r.shm_peak_bytes)}, VRAM peak {vram}, cap {cap}",
         )
         gpu = f"{r.gpu_util_mean:.0f} %" if r.gpu_util_mean is not None else "n/a"
-        info.add_row("NVML", f"{r.nvml}; GPU util {gpu}; process {_fmt_bytes(r.nvml_peak_bytes)}")
+        info.add_row("NVML", f"{r.nvml}; GPU util {gpu}; process {fmt_bytes(r.nvml_peak_bytes)}")
     if r.peak_allocated_bytes is not None or r.cuda_overhead_bytes is not None:
         fraction = f"{r.memory_fraction:.4f}" if r.memory_fraction is not None else "none"
         info.add_row(
             "CUDA memory",
-            f"peaks while measuring: allocated {_fmt_bytes(r.peak_allocated_bytes)}, reserved "
-            f"{_fmt_bytes(r.peak_reserved_bytes)}, NVML process {_fmt_bytes(r.nvml_peak_bytes)}; "
-            f"outside the allocator {_fmt_bytes(r.cuda_overhead_bytes)}; allocator fraction "
+            f"peaks while measuring: allocated {fmt_bytes(r.peak_allocated_bytes)}, reserved "
+            f"{fmt_bytes(r.peak_reserved_bytes)}, NVML process {fmt_bytes(r.nvml_peak_bytes)}; "
+            f"outside the allocator {fmt_bytes(r.cuda_overhead_bytes)}; allocator fraction "
             f"{fraction}; retries {r.alloc_retries}, OOMs recovered {r.alloc_ooms}",
         )
     info.add_row(
@@ -337,8 +327,8 @@ def _render_ranks(ranks: list[dict], console) -> None:  # noqa: ANN001
             str(rank["rank"]),
             f"{rank['steady_rate']:,.1f}",
             f"{100 * rank['wait_fraction']:.0f} %",
-            _fmt_bytes(rank.get("peak_vram_bytes")),
-            _fmt_bytes(rank.get("peak_rss_bytes")),
+            fmt_bytes(rank.get("peak_vram_bytes")),
+            fmt_bytes(rank.get("peak_rss_bytes")),
             f"{cpu:.0f} %" if cpu is not None else "n/a",
         )
     console.print(t)
