@@ -52,12 +52,26 @@ def main() -> None:
     ap.add_argument("--img-size", type=int, default=128)
     ap.add_argument("--batch-size", type=int, default=16)
     ap.add_argument("--io-ms", type=float, default=20.0)
+    ap.add_argument(
+        "--io-cv",
+        type=float,
+        default=0.0,
+        help="spread of the latency per file (lognormal CV; 2 = a disk's seeks), 0 = constant",
+    )
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--only", choices=("latency", "local"), default=None)
+    ap.add_argument(
+        "--only",
+        choices=("latency", "local", "prefetch"),
+        default=None,
+        help="prefetch: the latency rows without a cache (workers x prefetch_factor)",
+    )
     ap.add_argument("--data", default=None, help="dataset directory (default: the built-in one)")
     args = ap.parse_args()
 
-    rows = [r for r in LATENCY_ROWS + LOCAL_ROWS if args.only in (None, r[0])]
+    if args.only == "prefetch":
+        rows = [r for r in LATENCY_ROWS if r[1] == "none"]
+    else:
+        rows = [r for r in LATENCY_ROWS + LOCAL_ROWS if args.only in (None, r[0])]
     plan = MeasurePlan(epochs=2, steps=8, windows_per_epoch=2, warmup_steps=4)
     results: dict[tuple, list] = {r: [] for r in rows}
     print(f"load average at start: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
@@ -72,6 +86,7 @@ def main() -> None:
                 device="cpu" if args.workload == "loader" else "auto",
                 cache=cache,
                 emulated_io_ms=args.io_ms if scenario == "latency" else 0.0,
+                emulated_io_cv=args.io_cv if scenario == "latency" else 0.0,
             )
             config = LoaderConfig(workers, args.batch_size, False, prefetch, True)
             result = measure(spec, config, plan)
@@ -94,7 +109,10 @@ def main() -> None:
         scenario, cache, workers, prefetch = row
         values = [r.objective for r in measured]
         wait = statistics.median(r.wait_fraction for r in measured)
-        storage = f"{args.io_ms:g} ms/sample" if scenario == "latency" else "local (page cache)"
+        spread = f", CV {args.io_cv:g}" if args.io_cv else ""
+        storage = (
+            f"{args.io_ms:g} ms/sample{spread}" if scenario == "latency" else "local (page cache)"
+        )
         print(
             f"| {storage} | {cache} | {workers} | {prefetch} | {statistics.median(values):.1f} "
             f"| {min(values):.1f}..{max(values):.1f} | {wait:.0%} |"

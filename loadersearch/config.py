@@ -312,6 +312,10 @@ class WorkloadSpec:
     # Emulated storage latency: each sample's fetch first waits this many ms (a sleep, no CPU),
     # as on network storage or a hard disk; 0 = none. Labelled EMULATED wherever it shows.
     emulated_io_ms: float = 0.0
+    # Its spread: 0 = every read waits exactly emulated_io_ms; c > 0 = each file's wait is drawn
+    # once (lognormal, mean emulated_io_ms, coefficient of variation c; the same file waits the
+    # same in every trial and epoch), as a disk whose seeks depend on where a file lies.
+    emulated_io_cv: float = 0.0
     seed: int = 0
     optimizer: str = "sgd"  # train workload: sgd (momentum 0.937, nesterov) | adamw
     # Ranks of a DistributedDataParallel job on this machine, one process per device (NCCL on
@@ -384,6 +388,16 @@ class WorkloadSpec:
                 f"20), but got {self.emulated_io_ms!r}."
             )
         object.__setattr__(self, "emulated_io_ms", io_ms)
+        try:
+            io_cv = float(self.emulated_io_cv)
+        except (TypeError, ValueError):
+            io_cv = math.nan
+        if isinstance(self.emulated_io_cv, bool) or not (math.isfinite(io_cv) and io_cv >= 0):
+            raise ValueError(
+                f"emulated_io_cv must be a finite number, not negative (e.g. 2: a few reads "
+                f"many times slower than most), but got {self.emulated_io_cv!r}."
+            )
+        object.__setattr__(self, "emulated_io_cv", io_cv)
         # JSON turns tuples into lists; keep them tuples so specs compare equal after a round trip.
         object.__setattr__(self, "emulated_ms", tuple(float(x) for x in self.emulated_ms))
         object.__setattr__(self, "emulated_mib", tuple(float(x) for x in self.emulated_mib))
@@ -432,7 +446,8 @@ class WorkloadSpec:
         """``"EMULATED storage latency 20 ms/sample"``, or None without one."""
         if not self.emulated_io_ms:
             return None
-        return f"EMULATED storage latency {self.emulated_io_ms:g} ms/sample"
+        spread = f", CV {self.emulated_io_cv:g} per file" if self.emulated_io_cv else ""
+        return f"EMULATED storage latency {self.emulated_io_ms:g} ms/sample{spread}"
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

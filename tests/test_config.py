@@ -116,6 +116,11 @@ def test_the_storage_latency_survives_the_trip_and_is_labelled_only_when_set() -
     assert spec.emulated_io_ms == 20.0
     assert spec.storage_label() == "EMULATED storage latency 20 ms/sample"
     assert WorkloadSpec().storage_label() is None
+    spread = WorkloadSpec(kind="loader", emulated_io_ms=20, emulated_io_cv=2)
+    assert WorkloadSpec.from_dict(json.loads(json.dumps(spread.to_dict()))) == spread
+    assert spread.storage_label() == "EMULATED storage latency 20 ms/sample, CV 2 per file"
+    with pytest.raises(ValueError, match="emulated_io_cv must be a finite number"):
+        WorkloadSpec(emulated_io_cv=-1)
 
 
 def test_a_measured_epoch_is_sized_to_the_batches_in_flight() -> None:

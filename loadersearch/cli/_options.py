@@ -170,6 +170,16 @@ workload_options = _apply(
             "pay off even on a few cores; results are labelled EMULATED [default: 0, none].",
         ),
         click.option(
+            "--emulated-io-cv",
+            type=click.FloatRange(min=0),
+            default=None,
+            metavar="CV",
+            help="Spread of the emulated storage latency: each file's wait is drawn once, "
+            "lognormal with mean --emulated-io-ms and this coefficient of variation (2: most "
+            "reads fast, a few many times slower, as a hard disk's seeks) [default: 0, "
+            "every read the same].",
+        ),
+        click.option(
             "--mosaic/--no-mosaic",
             default=None,
             help="4-image mosaic augmentation (p=0.5) [default: off].",
@@ -276,6 +286,7 @@ WORKLOAD_KEYS = (
     "emulated_ms",
     "emulated_mib",
     "emulated_io_ms",
+    "emulated_io_cv",
     "mosaic",
     "skip_bad_samples",
     "optimizer",

@@ -90,6 +90,7 @@ _TYPES = {
         "emulated_ms": _PAIR,
         "emulated_mib": _PAIR,
         "emulated_io_ms": _NUMBER,
+        "emulated_io_cv": _NUMBER,
         "seed": _WHOLE,
         "optimizer": _TEXT,
         "cache": _TEXT,

@@ -316,6 +316,7 @@ def _initialise(study: optuna.Study, settings: StudySettings, hardware: Hardware
         "sampler": settings.sampler,
         "emulated": settings.workload.emulated,
         "emulated_io_ms": settings.workload.emulated_io_ms,  # EMULATED storage latency
+        "emulated_io_cv": settings.workload.emulated_io_cv,  # its spread per file
         "epochs_planned": settings.epochs_planned,
         "confirm_rounds": settings.confirm_rounds,
         "source": settings.source,

@@ -226,7 +226,7 @@ def create_workload(
             "filled, never per sample (the cache holds the images)"
         )
     elif spec.emulated_io_ms > 0:  # every sample's fetch waits, as on slow storage
-        dataset = EmulatedStorage(dataset, spec.emulated_io_ms)
+        dataset = EmulatedStorage(dataset, spec.emulated_io_ms, spec.emulated_io_cv)
         notes.append(
             f"{spec.storage_label()}: each sample read waits that long (a sleep, no CPU), as "
             "on network storage or a hard disk; figures describe that storage, not yours"

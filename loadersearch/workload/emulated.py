@@ -9,6 +9,8 @@ out-of-memory error would be. Its results are labelled as emulated everywhere th
 
 from __future__ import annotations
 
+import math
+import random
 import time
 from typing import Any
 
@@ -73,15 +75,27 @@ class EmulatedStorage:
     started by spawn or forkserver get it too.
     """
 
-    def __init__(self, dataset: Any, ms: float) -> None:
+    def __init__(self, dataset: Any, ms: float, cv: float = 0.0) -> None:
         self.dataset = dataset
         self.ms = float(ms)
+        self.cv = float(cv)
+
+    def wait_ms(self, index: int) -> float:
+        """The wait of sample ``index``: ``ms``, or with a spread ``cv`` a lognormal draw of
+        mean ``ms`` made once per index (seeded by it: the same in every process, trial and
+        epoch, as a file's seek depends on where it lies on the disk)."""
+        if not self.cv:
+            return self.ms
+        sigma = math.sqrt(math.log1p(self.cv**2))
+        mu = math.log(self.ms) - sigma**2 / 2 if self.ms > 0 else -math.inf
+        z = random.Random(int(index) * 1_000_003 + 17).gauss(0.0, 1.0)
+        return math.exp(mu + sigma * z) if self.ms > 0 else 0.0
 
     def __len__(self) -> int:
         return len(self.dataset)
 
     def __getitem__(self, index: int) -> Any:
-        time.sleep(self.ms / 1000.0)
+        time.sleep(self.wait_ms(index) / 1000.0)
         return self.dataset[index]
 
     def __getattr__(self, name: str) -> Any:
@@ -93,4 +107,5 @@ class EmulatedStorage:
         return getattr(dataset, name)
 
     def __repr__(self) -> str:
-        return f"EmulatedStorage({self.dataset!r}, {self.ms:g} ms/sample)"
+        spread = f", CV {self.cv:g}" if self.cv else ""
+        return f"EmulatedStorage({self.dataset!r}, {self.ms:g} ms/sample{spread})"

@@ -101,6 +101,11 @@ def test_emulated_storage_latency_is_labelled_and_a_negative_one_refused(tiny_da
     result = CliRunner().invoke(cli, [*args, *TINY, "--emulated-io-ms", "5"])
     assert result.exit_code == 0, result.output
     assert "EMULATED storage latency 5 ms/sample" in result.output
+    result = CliRunner().invoke(
+        cli, [*args, *TINY, "--emulated-io-ms", "5", "--emulated-io-cv", "2"]
+    )
+    assert result.exit_code == 0, result.output
+    assert "EMULATED storage latency 5 ms/sample, CV 2 per file" in result.output
     result = CliRunner().invoke(cli, ["bench", "--emulated-io-ms", "-1"])
     assert result.exit_code == 2 and "Traceback" not in result.output
     assert "--emulated-io-ms" in result.output
