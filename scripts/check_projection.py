@@ -58,6 +58,10 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--workers", type=_ints, default=[0, 1, 4, 8, 16, 32])
     p.add_argument("--batch-sizes", type=_ints, default=[8, 32])
     p.add_argument("--io-ms", type=float, default=50.0, help="EMULATED latency per sample read")
+    p.add_argument(
+        "--io-cv", type=float, default=0.0, help="its spread per file (lognormal CV; 0 = none)"
+    )
+    p.add_argument("--prefetch", type=int, default=2, help="prefetch_factor of every row")
     p.add_argument("--images", type=int, default=1024, help="dataset size (one full epoch)")
     p.add_argument("--img-size", type=int, default=64, help="network input, pixels")
     p.add_argument("--shrink", type=int, default=4, help="source JPEGs scaled down by this")
@@ -133,7 +137,12 @@ def main(argv: list[str] | None = None) -> int:
 
     data = small_dataset(args.data, args.images, args.shrink)
     spec = WorkloadSpec(
-        kind="loader", data=data, img_size=args.img_size, device="cpu", emulated_io_ms=args.io_ms
+        kind="loader",
+        data=data,
+        img_size=args.img_size,
+        device="cpu",
+        emulated_io_ms=args.io_ms,
+        emulated_io_cv=args.io_cv,
     )
     sized_plan = default_plan(small=True)  # what a study on this machine measures
     fixed_plan = dataclasses.replace(sized_plan, in_flight_rounds=0)
@@ -143,7 +152,11 @@ def main(argv: list[str] | None = None) -> int:
     t_start = time.time()
     for batch in args.batch_sizes:
         for workers in args.workers:
-            config = LoaderConfig(num_workers=workers, batch_size=batch)
+            config = LoaderConfig(
+                num_workers=workers,
+                batch_size=batch,
+                prefetch_factor=args.prefetch if workers else None,
+            )
             truths, sizeds, fixeds, notes = [], [], [], set()
             while True:
                 with measurement_lock():
