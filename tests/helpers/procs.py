@@ -11,7 +11,8 @@ SERVER_MODULE = "loadersearch.measure.forkserver"
 SERVER_ENTRY = f"from {SERVER_MODULE} import main"  # in a fork server's (and its forks') cmdline
 
 
-def _cmdline(p: psutil.Process) -> str:
+def cmdline(p: psutil.Process) -> str:
+    """A process's command line, "" for one that has ended (a zombie not yet reaped, gone)."""
     try:
         return " ".join(p.cmdline())
     except psutil.Error:
@@ -30,7 +31,7 @@ def measurement_processes(root: int | None = None) -> list[psutil.Process]:
         except psutil.Error:
             pass
     for p in psutil.Process(root or os.getpid()).children(recursive=True):
-        if CHILD_MODULE in _cmdline(p) and SERVER_ENTRY not in _cmdline(p):
+        if CHILD_MODULE in cmdline(p) and SERVER_ENTRY not in cmdline(p):
             children.append(p)
     procs = []
     for p in children:
@@ -47,8 +48,8 @@ def fork_servers(root: int | None = None) -> list[psutil.Process]:
     return [
         p
         for p in psutil.Process(root or os.getpid()).children(recursive=True)
-        if SERVER_ENTRY in _cmdline(p)
-        and not any(SERVER_ENTRY in _cmdline(a) for a in _parents(p))
+        if SERVER_ENTRY in cmdline(p)
+        and not any(SERVER_ENTRY in cmdline(a) for a in _parents(p))
     ]
 
 
