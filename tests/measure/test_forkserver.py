@@ -168,7 +168,7 @@ def test_a_server_that_is_not_ready_in_time_is_a_timeout_and_is_killed(tiny_data
         assert (result.status, result.reason) == (INFEASIBLE, TIMEOUT)
         assert "during start-up" in result.message
         assert [p for p in psutil.Process().children() if "time.sleep(600)" in
-                cmdline(p)] == []  # fmt: skip (a zombie left to be reaped runs nothing: "")
+                cmdline(p)] == []  # fmt: skip
 
 
 def test_a_killed_server_takes_its_measurement_with_it_and_is_replaced(tiny_dataset, quick_plan):
