@@ -36,6 +36,7 @@ import dataclasses
 import json
 import os
 import platform
+import shutil
 import statistics
 import sys
 import time
@@ -83,8 +84,13 @@ def small_dataset(root: Path, images: int, shrink: int) -> str:
     done = root / f".complete-{images}-{shrink}"
     if done.exists():
         return str(root)
+    for part in ("images", "labels"):  # another size's images must not stay behind
+        shutil.rmtree(root / part, ignore_errors=True)
+    for marker in root.glob(".complete-*"):
+        marker.unlink()
     full = root.with_name(root.name + "-full")
     if not (full / f".complete-{images}").exists():
+        shutil.rmtree(full, ignore_errors=True)  # another size's dataset: start again
         make_dataset(full, images=images, fmt="yolo", seed=0)
         (full / f".complete-{images}").write_text("ok\n")
     for path in sorted((full / "images").glob("*.jpg")):
