@@ -78,6 +78,7 @@ def render_summary(
         f"{c['complete'] + c['infeasible'] + c['pruned']} trials: {c['complete']} complete, "
         f"{c['pruned']} pruned, {c['infeasible']} infeasible"
         + (f", {c['failed']} failed" if c["failed"] else "")
+        + (f", {c['queued']} queued (run the same command to measure)" if c["queued"] else "")
     )
     if ran is not None:
         head += f"; {ran} run now"
@@ -131,6 +132,18 @@ def render_summary(
     for line in answer_lines(summary):
         console.print(f"  {line}", soft_wrap=True, markup=False)
     console.print(f"\nOpen the study: {dashboard_command(storage)}")
+
+
+def _row_note(row: dict) -> str:
+    """The trial table's note column."""
+    if row.get("online"):
+        return "online"
+    if row["state"] == "queued":
+        retry = row.get("retry_of")
+        return f"retry of trial {retry}" if retry is not None else "enqueued"
+    if row["state"] != "complete":
+        return row["reason"] or ""
+    return _busy_note(row)
 
 
 def _busy_note(row: dict) -> str:
@@ -202,11 +215,7 @@ def report(
             r["baseline"] or "",
             f"{r['wait_fraction']:.0%}" if r["wait_fraction"] is not None else "",
             f"{r['window_cv']:.2f}" if r["window_cv"] is not None else "",
-            "online"
-            if r.get("online")
-            else (r["reason"] or "")
-            if r["state"] != "complete"
-            else _busy_note(r),
+            _row_note(r),
         )
     console.print(table)
     importance = importances(study)

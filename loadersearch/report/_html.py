@@ -260,6 +260,8 @@ def _trials(summary: Summary) -> str:
             note = "online: AutoLoader in a real training loop"
         elif r["repeat_of"] is not None:
             note = f"repeat of trial {r['repeat_of']}"
+        elif r["state"] == "queued":
+            note = f"retry of trial {r['retry_of']}" if r.get("retry_of") is not None else ""
         elif r["state"] == "pruned":
             note = f"after {r['windows_done']} windows" if r["windows_done"] else ""
         elif r["state"] != COMPLETE:

@@ -21,14 +21,15 @@ if TYPE_CHECKING:
     import optuna
 
 # What a trial came to, in the order the trial table lists them.
-COMPLETE, PRUNED, INFEASIBLE, FAILED, RUNNING = (
+COMPLETE, PRUNED, INFEASIBLE, FAILED, RUNNING, QUEUED = (
     "complete",
     "pruned",
     "infeasible",
     "failed",
     "running",
+    "queued",  # WAITING: enqueued (a baseline, or a retry of an interrupted trial), not started
 )
-KINDS = (COMPLETE, PRUNED, INFEASIBLE, FAILED, RUNNING)
+KINDS = (COMPLETE, PRUNED, INFEASIBLE, FAILED, RUNNING, QUEUED)
 
 
 @dataclass
@@ -162,7 +163,8 @@ def summarize(study: optuna.Study) -> Summary:
 
 
 def trial_kind(trial: optuna.trial.FrozenTrial) -> str:
-    """complete, pruned, infeasible (COMPLETE with value 0 and a reason), failed or running."""
+    """complete, pruned, infeasible (COMPLETE with value 0 and a reason), failed, running or
+    queued (WAITING: enqueued, not started)."""
     from optuna.trial import TrialState
 
     if trial.state == TrialState.COMPLETE:
@@ -171,6 +173,8 @@ def trial_kind(trial: optuna.trial.FrozenTrial) -> str:
         return PRUNED
     if trial.state == TrialState.FAIL:
         return FAILED
+    if trial.state == TrialState.WAITING:
+        return QUEUED
     return RUNNING
 
 
@@ -344,13 +348,15 @@ def _baseline_result(
 
 def _rows(trials: list[optuna.trial.FrozenTrial], fixed: dict[str, Any]) -> list[dict[str, Any]]:
     """Every trial as a table row, complete ones best first, then pruned, infeasible, ..."""
-    from loadersearch.search.confirm import trial_config
+    from loadersearch.search.space import config_from_params
 
     rows = []
     for t in trials:
         ua = t.user_attrs
         kind = trial_kind(t)
-        config = trial_config(t, fixed) if t.params or fixed else None
+        # An enqueued trial has no params yet: its configuration is what was enqueued.
+        params = t.params or t.system_attrs.get("fixed_params") or {}
+        config = config_from_params(params, fixed) if params or fixed else None
         rows.append(
             {
                 "trial": t.number,
@@ -366,6 +372,7 @@ def _rows(trials: list[optuna.trial.FrozenTrial], fixed: dict[str, Any]) -> list
                 "peak_vram_bytes": ua.get("peak_vram_bytes"),
                 "host": ua.get("host"),
                 "repeat_of": ua.get("repeat_of"),
+                "retry_of": ua.get("retry_of"),
                 "windows_done": ua.get("windows_done"),
                 "online": bool(ua.get("online")),  # measured by AutoLoader in a real loop
                 # the machine while it measured (measure.hostload); None in older studies

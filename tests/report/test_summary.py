@@ -38,7 +38,14 @@ def test_a_baseline_among_the_finalists_uses_its_confirmation_median_the_others_
 
 def test_every_trial_is_counted_once_by_what_it_came_to(hand_study):
     s = summarize(hand_study)
-    assert s.counts == {"complete": 5, "pruned": 1, "infeasible": 1, "failed": 1, "running": 0}
+    assert s.counts == {
+        "complete": 5,
+        "pruned": 1,
+        "infeasible": 1,
+        "failed": 1,
+        "running": 0,
+        "queued": 0,
+    }
     assert s.finished == 7
     assert [r["trial"] for r in s.rows] == [2, 4, 3, 1, 0, 5, 6, 7]
     assert s.rows[1]["repeat_of"] == 2
@@ -67,3 +74,16 @@ def test_the_dashboard_best_trial_is_explained_when_it_is_not_the_winner(hand_st
 def test_a_study_without_trials_has_no_winner():
     s = summarize(optuna.create_study(direction="maximize"))
     assert s.winner is None and s.rows == [] and best_trial_differs(s) is None
+
+
+def test_an_interrupted_trial_queued_again_is_listed_as_queued_with_its_configuration(hand_study):
+    # A SIGTERM'd trial fails and is queued again (WAITING, no params yet): the table must show
+    # the configuration that will be measured, not the defaults of an empty parameter set.
+    from loadersearch.search.budget import requeue
+
+    failed = next(t for t in hand_study.get_trials() if t.state == optuna.trial.TrialState.FAIL)
+    number = requeue(hand_study, failed, "interrupted by SIGTERM")
+    s = summarize(hand_study)
+    assert s.counts["queued"] == 1 and s.counts["running"] == 0
+    row = next(r for r in s.rows if r["trial"] == number)
+    assert (row["state"], row["retry_of"], row["config"]) == ("queued", failed.number, "w1 b8 pf2")
