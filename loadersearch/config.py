@@ -488,6 +488,15 @@ class MeasurePlan:
     # A sized epoch is cut to what fits in this many seconds at the rate of the warm-up epoch
     # (never below ``steps``); without a warm-up it is not cut.
     epoch_limit_s: float = 20.0
+    # Measured until the projected epoch time is known this well: the relative half-width of
+    # its 90% confidence interval, from the spread of the measured epochs' own projections
+    # (measure.projection.epoch_time_precision). While it is wider after ``epochs`` measured
+    # epochs, more epochs of the same length follow (not cut into windows: the pruner compares
+    # the same windows in every trial), for at most ``extend_limit_s`` seconds. Reads whose
+    # time varies a lot (a disk's seeks, a network file system) need it: a few short epochs
+    # see the typical read, not the mean one. 0 = exactly ``epochs``.
+    precision: float = 0.0
+    extend_limit_s: float = 20.0
     extra: dict[str, Any] = field(default_factory=dict)  # reserved for workload-specific knobs
 
     def __post_init__(self) -> None:
@@ -512,6 +521,10 @@ class MeasurePlan:
             )
         if not self.epoch_limit_s > 0:
             raise ValueError(f"epoch_limit_s must be positive but got {self.epoch_limit_s}.")
+        if not 0 <= self.precision < 1:
+            raise ValueError(f"precision must be in [0, 1) but got {self.precision}.")
+        if self.extend_limit_s < 0:
+            raise ValueError(f"extend_limit_s cannot be negative but got {self.extend_limit_s}.")
 
     def sized_steps(self, config: LoaderConfig, full_steps: int = 0) -> int:
         """Steps of one measured epoch of ``config`` before the time limit: ``steps``, or for

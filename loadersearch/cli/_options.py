@@ -374,6 +374,23 @@ plan_options = _apply(
             f"(never below --steps) [default: {_PLAN.epoch_limit_s:g}].",
         ),
         click.option(
+            "--precision",
+            type=click.FloatRange(min=0, max=1, max_open=True),
+            default=None,
+            help="Measure until the projected epoch time is known this well: the relative "
+            "half-width of its 90% confidence interval, from the spread of the measured "
+            "epochs; more epochs follow while it is wider, within --extend-limit seconds. "
+            "Storage whose reads vary a lot needs it. 0 = exactly --epochs [default: 0.05].",
+        ),
+        click.option(
+            "--extend-limit",
+            "extend_limit_s",
+            type=click.FloatRange(min=0),
+            default=None,
+            help="Seconds of measured epochs a measurement may add for --precision [default: "
+            "8 where the CPU does the work, else 20].",
+        ),
+        click.option(
             "--timeout",
             "--trial-timeout",
             "timeout_s",
@@ -393,6 +410,8 @@ PLAN_KEYS = (
     "timeout_s",
     "in_flight_rounds",
     "epoch_limit_s",
+    "precision",
+    "extend_limit_s",
 )
 
 

@@ -97,7 +97,7 @@ def bench(
     Example:
       loadersearch bench --workload loader --num-workers 2 --batch-size 32 --pin-memory
     """
-    from loadersearch.search.settings import resolve_pipeline
+    from loadersearch.search.settings import DEFAULT_PRECISION, resolve_pipeline
 
     pipeline = resolve_pipeline({}, pipeline_given(opts))
     try:
@@ -115,7 +115,8 @@ def bench(
             start_method=start_method,
         )
         spec = WorkloadSpec(**given(opts, WORKLOAD_KEYS), pipeline=pipeline)
-        plan = MeasurePlan(**given(opts, PLAN_KEYS))
+        # As a study measures: until the epoch time is known to +/-5%, within 20 s more.
+        plan = MeasurePlan(**{"precision": DEFAULT_PRECISION, **given(opts, PLAN_KEYS)})
     except ValueError as e:
         raise LoaderSearchError(f"invalid configuration: {e}") from e
     from loadersearch.hardware import fingerprint
@@ -174,7 +175,6 @@ def bench(
     else:
         render(result, spec, plan, Console())
     if result.ok and shm.need_bytes and result.shm_peak_bytes is not None:
-
         err.print(
             f"/dev/shm: {fmt_bytes(result.shm_peak_bytes)} at the measured peak (sampled, "
             f"machine-wide), against the estimate of {fmt_bytes(shm.need_bytes)} with every "
@@ -224,10 +224,15 @@ def render(result, spec: WorkloadSpec, plan: MeasurePlan, console) -> None:  # n
     steps = r.epoch_steps or plan.steps
     target = plan.sized_steps(r.config, r.dataset_images // r.config.batch_size)
     sized = f" (sized to the configuration; --steps {plan.steps})" if steps != plan.steps else ""
+    extra = (
+        f" + {r.extra_epochs} more for the precision (--precision {plan.precision:g})"
+        if r.extra_epochs
+        else ""
+    )
     info.add_row(
         "plan",
         f"{plan.warmup_epochs} warm-up x {plan.warmup_steps_for(r.config, target)} + "
-        f"{plan.epochs} epochs x {steps} steps{sized}, "
+        f"{plan.epochs} epochs{extra} x {steps} steps{sized}, "
         f"{plan.windows_per_epoch} windows/epoch",
     )
     status = "[green]OK[/]" if r.ok else f"[red]{r.status.upper()}[/] ({r.reason}): {r.message}"
@@ -242,6 +247,12 @@ def render(result, spec: WorkloadSpec, plan: MeasurePlan, console) -> None:  # n
             f"{n:,} / ({n:,} / {r.steady_rate:,.1f} + {r.start_cost_s:.3f}) "
             f"= {n:,} / {r.epoch_time_s:.2f} s",
         )
+        if r.precision is not None:
+            info.add_row(
+                "precision",
+                f"+/-{100 * r.precision:.1f} % (90% confidence interval of the epoch time, "
+                f"from the spread of the {plan.epochs + r.extra_epochs} measured epochs)",
+            )
         info.add_row("window CV", f"{100 * r.window_cv:.1f} %")
         info.add_row("data wait", f"{100 * r.wait_fraction:.0f} % of measured time")
         cpu = f"{r.cpu_util_mean:.0f} % of one core" if r.cpu_util_mean is not None else "n/a"

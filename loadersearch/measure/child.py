@@ -42,6 +42,14 @@ def sizing_notes(record: Any, plan: MeasurePlan, config: LoaderConfig) -> list[s
             f"epoch time limit ({plan.epoch_limit_s:g} s at the warm-up's rate): the steady "
             "part may still include the prefetch ramp (raise epoch_limit_s)"
         )
+    if plan.precision and record.precision is not None and record.precision > plan.precision:
+        notes.append(
+            f"the projected epoch time is known to +/-{record.precision:.0%} (90% confidence, "
+            f"{len(record.epochs)} measured epochs), not the {plan.precision:.0%} asked for, "
+            f"within the {plan.extend_limit_s:g} s allowed for more epochs: its batches' "
+            "fetch times vary a lot (slow or uneven storage, a busy machine); raise "
+            "extend_limit_s for a closer figure"
+        )
     if record.steps > 1 and steady_span(record.steps, config.num_workers) == 0:
         notes.append(
             f"{record.steps} steps per epoch are too few to separate the steady rate with "
@@ -200,6 +208,8 @@ def _measure(out: TextIO, wspec: WorkloadSpec, config: LoaderConfig, plan: Measu
         wait_fraction=sum(w.wait_s for w in windows) / seconds if seconds > 0 else 0.0,
         warmup_s=record.warmup_s,
         epoch_steps=record.steps,
+        precision=record.precision,
+        extra_epochs=record.extra_epochs,
         peak_vram_bytes=(
             cuda_fields["peak_reserved_bytes"] if memory is not None else workload.peak_vram()
         ),

@@ -67,6 +67,8 @@ class LoopRecord:
     warmup_s: float = 0.0
     steps: int = 0  # steps of each measured epoch
     target_steps: int = 0  # what the configuration asked for, before the epoch time limit
+    extra_epochs: int = 0  # measured epochs beyond the plan's, to reach its precision
+    precision: float | None = None  # the projected epoch time's 90% CI half-width, relative
 
 
 class ShortEpochSampler(Sampler[int]):
@@ -89,13 +91,30 @@ class ShortEpochSampler(Sampler[int]):
         self.world_size = world_size
         self.generator = torch.Generator()
         self.generator.manual_seed(seed)
+        self._stream: Iterator[int] | None = None
 
     def _epoch_order(self, total: int) -> Iterator[int]:
+        if self._stream is not None:  # the next indices of one long walk (see continuing)
+            yield from itertools.islice(self._stream, total)
+            return
         left = total
         while left > 0:
             take = torch.randperm(self.dataset_len, generator=self.generator)[:left].tolist()
             yield from take
             left -= len(take)
+
+    def _walk(self) -> Iterator[int]:
+        while True:
+            yield from torch.randperm(self.dataset_len, generator=self.generator).tolist()
+
+    def continuing(self) -> None:
+        """From now on each epoch takes the next indices of one walk through successive
+        permutations, instead of the start of a new one: the measured epochs together read
+        distinct files until they have read the whole dataset, so that the more they measure,
+        the closer their files are to a full epoch's (reads that vary a lot then average out
+        as in the full epoch). The seed still makes every trial walk the same order."""
+        if self._stream is None:
+            self._stream = self._walk()
 
     def __iter__(self) -> Iterator[int]:
         order = self._epoch_order(self.num_samples * self.world_size)
@@ -338,6 +357,8 @@ def run_loop(
     measured_edges = window_edges(steps, plan.windows_per_epoch)
     on_measuring(True)
     sampler.num_samples = steps * config.batch_size
+    sampler.continuing()
+    full = (math.ceil(dataset_len / world_size) // config.batch_size) * config.batch_size
     for epoch in range(plan.epochs):
 
         def end_window(win: int, clock_: _WindowClock, seconds: float, h2d: float) -> None:
@@ -364,5 +385,51 @@ def run_loop(
             loader, clock, workload.step, measured_edges, non_blocking, end_window, waits=waits
         )
         record.epochs.append({"seconds": seconds, "arrivals": arrivals, "t0": t0, "waits": waits})
+    _extend(record, plan, config, (loader, clock, workload.step, non_blocking), full, agree)
     on_measuring(False)
     return record
+
+
+def _extend(
+    record: LoopRecord,
+    plan: MeasurePlan,
+    config: LoaderConfig,
+    epoch_args: tuple[Any, ...],
+    full_images: int,
+    agree: Callable[[int], int] | None,
+) -> None:
+    """More measured epochs of the same length while the projected epoch time's confidence
+    interval is wider than ``plan.precision`` (:func:`epoch_time_precision`), for at most
+    ``plan.extend_limit_s`` seconds: an epoch starts only if one more of the last one's length
+    fits. They have no windows (the pruner compares the same windows in every trial) but count
+    in the projection. Several ranks extend only while all of them want to (``agree``: the
+    smallest answer), so that they stay in step."""
+    from loadersearch.measure.projection import epoch_time_precision
+
+    def precision() -> float | None:
+        return epoch_time_precision(
+            record.epochs, config.batch_size, config.num_workers, full_images
+        )
+
+    record.precision = precision()
+    if not plan.precision or not record.epochs:
+        return
+    loader, clock, step, non_blocking = epoch_args
+    edges = [record.steps]
+    deadline = time.perf_counter() + plan.extend_limit_s
+    while True:
+        want = (
+            record.precision is not None
+            and record.precision > plan.precision
+            and time.perf_counter() + record.epochs[-1]["seconds"] <= deadline
+        )
+        if agree is not None:
+            want = bool(agree(int(want)))
+        if not want:
+            return
+        waits: list[float] = []
+        t0 = time.monotonic()
+        seconds, arrivals = _run_epoch(loader, clock, step, edges, non_blocking, None, waits=waits)
+        record.epochs.append({"seconds": seconds, "arrivals": arrivals, "t0": t0, "waits": waits})
+        record.extra_epochs += 1
+        record.precision = precision()

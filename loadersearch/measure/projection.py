@@ -86,6 +86,55 @@ def project(
     return Projection(rate, start_cost, epoch_time, objective)
 
 
+# Student's t, 95th percentile (a two-sided 90% interval), by degrees of freedom.
+_T90 = {
+    1: 6.314,
+    2: 2.920,
+    3: 2.353,
+    4: 2.132,
+    5: 2.015,
+    6: 1.943,
+    7: 1.895,
+    8: 1.860,
+    9: 1.833,
+    10: 1.812,
+    12: 1.782,
+    15: 1.753,
+    20: 1.725,
+    30: 1.697,
+    60: 1.671,
+}
+
+
+def t90(df: int) -> float:
+    """Student's t for a two-sided 90% interval with ``df`` degrees of freedom (the next
+    tabulated df at or below; 1.645 beyond 60)."""
+    if df < 1:
+        return math.inf
+    if df > 60:
+        return 1.645
+    return _T90[max(k for k in _T90 if k <= df)]
+
+
+def epoch_time_precision(
+    epochs: Sequence[dict[str, Any]], batch_size: int, num_workers: int, full_images: int
+) -> float | None:
+    """How well the measured epochs pin the projected epoch time down: the relative half-width
+    of its 90% confidence interval, ``t90(E-1) * sd(T_e) / sqrt(E) / mean(T_e)``, where ``T_e``
+    is each measured epoch's own projection (:func:`project` of that epoch alone). Each epoch
+    reads other files, starts its workers again and meets the machine's noise anew, so their
+    spread holds all three. None with fewer than two epochs (or an epoch that projects no
+    rate)."""
+    if len(epochs) < 2:
+        return None
+    times = [project([e], batch_size, num_workers, full_images).epoch_time_s for e in epochs]
+    if not all(math.isfinite(t) and t > 0 for t in times):
+        return None
+    mean = sum(times) / len(times)
+    sd = math.sqrt(sum((t - mean) ** 2 for t in times) / (len(times) - 1))
+    return t90(len(times) - 1) * sd / math.sqrt(len(times)) / mean
+
+
 def coefficient_of_variation(values: Sequence[float]) -> float:
     """Sample standard deviation over mean (0 for fewer than two values or a zero mean)."""
     if len(values) < 2:

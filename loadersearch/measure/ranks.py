@@ -458,6 +458,7 @@ def _run_rank(
         epochs=record.epochs,
         warmup_s=record.warmup_s,
         epoch_steps=record.steps,
+        extra_epochs=record.extra_epochs,
         steady_rate=proj.steady_rate,
         wait_fraction=sum(w.wait_s for w in windows) / seconds if seconds > 0 else 0.0,
         window_rates=[w.rate for w in windows],
@@ -623,7 +624,7 @@ class _Job:
         )
 
     def report_result(self) -> None:
-        from loadersearch.measure.projection import project, window_cv
+        from loadersearch.measure.projection import epoch_time_precision, project, window_cv
 
         world = self.world_size
         res = [self.results[r] for r in range(world)]
@@ -666,6 +667,10 @@ class _Job:
             wait_fraction=statistics.fmean(r["wait_fraction"] for r in ranks),
             warmup_s=max(r["warmup_s"] for r in res),
             epoch_steps=res[0]["epoch_steps"],
+            precision=epoch_time_precision(
+                epochs, self.config.batch_size * world, self.config.num_workers, self.full_images
+            ),
+            extra_epochs=res[0].get("extra_epochs", 0),
             # The cap is per device: the largest rank's figure is the one to hold against it.
             peak_vram_bytes=peak("peak_vram_bytes"),
             nvml_peak_bytes=peak("nvml_peak_bytes"),

@@ -121,6 +121,11 @@ class MeasureResult:
     ranks: list[dict[str, Any]] = field(default_factory=list)
     wall_s: float = 0.0  # total wall time of the measurement, parent's view
     epoch_steps: int = 0  # steps of each measured epoch (sized to the configuration)
+    # How well epoch_time_s is known: the relative half-width of its 90% confidence interval
+    # over the measured epochs (None: fewer than two), and the measured epochs added beyond the
+    # plan's to narrow it (MeasurePlan.precision).
+    precision: float | None = None
+    extra_epochs: int = 0
     # A cold-cache measurement (MeasurePlan.extra "cold_cache"): files, bytes, evictions,
     # checked (mincore answered), resident_after_evict (worst epoch's fraction still in memory).
     page_cache: dict[str, Any] | None = None

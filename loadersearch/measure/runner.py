@@ -73,6 +73,8 @@ _RESULT_FIELDS = (
     "shm_peak_bytes",
     "nvml",
     "epoch_steps",
+    "precision",
+    "extra_epochs",
     "page_cache",
     "steps",
 )

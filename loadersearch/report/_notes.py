@@ -338,6 +338,10 @@ def _measured(trial: optuna.trial.FrozenTrial) -> str:
         figures.append(f"data-wait {ua['wait_fraction']:.0%}")
     if ua.get("window_cv") is not None and trial_kind(trial) != PRUNED:
         figures.append(f"window CV {ua['window_cv']:.1%}")
+    if ua.get("precision") is not None and trial_kind(trial) == COMPLETE:
+        extra = ua.get("extra_epochs") or 0
+        more = f", {extra} more epochs measured for it" if extra else ""
+        figures.append(f"epoch time +/-{ua['precision']:.1%} (90% confidence{more})")
     if ua.get("wall_s"):
         figures.append(f"{ua['wall_s']:.1f} s on {ua.get('host') or 'this host'}")
     lines = [f"Measured ({ua.get('config', '')}): " + ", ".join(figures) + "."]

@@ -174,6 +174,9 @@ def result_attrs(result: MeasureResult) -> dict[str, Any]:
         "memory_pressure": bool(result.alloc_retries or result.alloc_ooms),
         "start_method": result.config.start_method,
         "epoch_steps": result.epoch_steps,  # steps per measured epoch, sized to the config
+        # the projected epoch time's 90% CI half-width (relative), and the epochs added for it
+        "precision": r(result.precision, 4),
+        "extra_epochs": result.extra_epochs,
         "emulated_io_ms": result.emulated_io_ms,  # EMULATED storage latency, 0 = none
         "gpu_util_mean": r(result.gpu_util_mean, 1),
         "cpu_util_mean": r(result.cpu_util_mean, 1),

@@ -7,7 +7,7 @@ A spec file (``studies/*.toml``) has up to five tables::
                 emulated_ms = [a, b], emulated_mib = [m0, m1], emulated_io_ms,
                 skip_bad_samples, seed, cache = "none" | "ram" | "memmap", cache_dir
     [plan]      epochs, steps, windows_per_epoch, warmup_epochs, timeout_s, in_flight_rounds,
-                epoch_limit_s
+                epoch_limit_s, precision, extend_limit_s
     [space]     num_workers = "0:16", batch_size = "8:64:8" | "pow2:8:128",
                 prefetch_factor = "1:8", pin_memory = "both" | true | false, ...
     [space.fix] batch_size = 16, ...
@@ -63,7 +63,7 @@ class SpecError(LoaderSearchError):
 # What each value must be. TOML has types of its own, so `trials = "abc"` or `steps = "many"`
 # must be refused by name here rather than fail later inside int() or a comparison.
 _WHOLE, _NUMBER, _TEXT, _FLAG = "a whole number", "a number", "a string", "true or false"
-_PAIR, _SIZE, _RANGE = "two numbers, e.g. [4, 7]", "a size, e.g. \"6GiB\"", "a range"
+_PAIR, _SIZE, _RANGE = "two numbers, e.g. [4, 7]", 'a size, e.g. "6GiB"', "a range"
 _TYPES = {
     "study": {
         "name": _TEXT,
@@ -106,6 +106,8 @@ _TYPES = {
         "stall_s": _NUMBER,
         "in_flight_rounds": _WHOLE,
         "epoch_limit_s": _NUMBER,
+        "precision": _NUMBER,
+        "extend_limit_s": _NUMBER,
     },
 }
 
@@ -143,7 +145,7 @@ def _check_types(section: str, table: dict[str, Any], where: str) -> None:
                     )
             elif not isinstance(value, (str, list, bool, int)):
                 raise SpecError(
-                    f"{where}[space] {key} must be {_RANGE} (e.g. \"2:12\") but got {value!r}."
+                    f'{where}[space] {key} must be {_RANGE} (e.g. "2:12") but got {value!r}.'
                 )
 
 
@@ -366,9 +368,17 @@ def resolve_pipeline(from_file: dict[str, Any], given: dict[str, Any]) -> Pipeli
 
     check_refs(pipeline)
     return pipeline
+
+
 # Workload fields that do not change what a trial measures: a resume may change them without
 # splitting the study (e.g. --skip-bad-samples after a run stopped on a bad label).
-NOT_IDENTITY = {"workload": frozenset({"skip_bad_samples", "cache_dir"})}
+# Options that do not change what a trial measures, only how: a study resumed with other values
+# takes the run's. The precision and its time limit only decide how long a measurement goes on
+# to pin the same figure down.
+NOT_IDENTITY = {
+    "workload": frozenset({"skip_bad_samples", "cache_dir"}),
+    "plan": frozenset({"precision", "extend_limit_s"}),
+}
 
 
 def foreign_study_problems(study: Any) -> list[str]:
@@ -432,6 +442,9 @@ def cpu_bound(workload: WorkloadSpec, hardware: Hardware) -> bool:
     return not gpu and (workload.kind == "train" or hardware.gpu_count == 0)
 
 
+DEFAULT_PRECISION = 0.05  # a study's measurements: the epoch time to +/-5% (90% confidence)
+
+
 def default_plan(*, small: bool) -> MeasurePlan:
     """Short measurements. Where the CPU does the heavy work (~70 img/s for training at 128 px
     on 2 cores, ~50-100 img/s for the loader at 416 px; less on a busy machine), 2 warm-up
@@ -439,7 +452,9 @@ def default_plan(*, small: bool) -> MeasurePlan:
     give the pruner 8 paired windows; elsewhere 3 short epochs of 8 steps (MeasurePlan's
     defaults) cut into 12 windows of 2 steps. Either way a configuration with many batches in
     flight measures longer epochs (MeasurePlan.sized_steps), within 8 s each on the CPU (20 s
-    elsewhere) at its warm-up's rate."""
+    elsewhere) at its warm-up's rate, and a measurement whose epochs disagree goes on with more
+    epochs until the projected epoch time is known to +/-5% (90% confidence), for at most 8 s
+    more on the CPU (20 s elsewhere)."""
     if small:
         return MeasurePlan(
             epochs=2,
@@ -449,8 +464,17 @@ def default_plan(*, small: bool) -> MeasurePlan:
             warmup_steps=2,
             timeout_s=120,
             epoch_limit_s=8.0,
+            precision=DEFAULT_PRECISION,
+            extend_limit_s=8.0,
         )
-    return MeasurePlan(epochs=3, steps=8, windows_per_epoch=4, warmup_epochs=1, warmup_steps=4)
+    return MeasurePlan(
+        epochs=3,
+        steps=8,
+        windows_per_epoch=4,
+        warmup_epochs=1,
+        warmup_steps=4,
+        precision=DEFAULT_PRECISION,
+    )
 
 
 def check_gpus(workload: WorkloadSpec, hardware: Hardware) -> None:

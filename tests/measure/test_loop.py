@@ -234,3 +234,71 @@ def test_every_tensor_of_a_batch_reaches_the_device_whatever_the_collate_returns
     assert moved["pair"].y == 3
     assert moved["graph"] == ("moved", meta, True)
     assert batch["images"].device.type == "cpu"  # the loader's batch is left as it was
+
+
+def test_measured_epochs_walk_on_through_the_dataset_instead_of_restarting_it() -> None:
+    # After continuing(), each epoch takes the next indices of one walk: 3 epochs of 4 from 10
+    # images read 10 distinct images before any comes back, and every trial walks alike.
+    def walk() -> list[int]:
+        sampler = ShortEpochSampler(dataset_len=10, num_samples=4, seed=3)
+        list(sampler)  # a warm-up epoch, drawn as before
+        sampler.continuing()
+        return [i for _ in range(3) for i in sampler]
+
+    drawn = walk()
+    assert sorted(drawn[:10]) == list(range(10)) and len(drawn) == 12
+    assert walk() == drawn
+    # ranks keep their shard of the same walk
+    shards = []
+    for rank in (0, 1):
+        sampler = ShortEpochSampler(10, 2, 3, rank=rank, world_size=2)
+        list(sampler)
+        sampler.continuing()
+        shards.append([i for _ in range(3) for i in sampler])
+    assert sorted(shards[0] + shards[1]) == sorted(drawn)
+
+
+class _UnevenReads(_Many):
+    """Reads that vary a lot (EMULATED storage, 3 ms mean, CV 2 per file), with 0 workers."""
+
+    def __init__(self) -> None:
+        from loadersearch.workload.emulated import EmulatedStorage
+
+        self.storage = EmulatedStorage(_Many(), 3.0, 2.0)
+
+    def __getitem__(self, i: int) -> Any:
+        return self.storage[i]
+
+
+def _extended(plan: MeasurePlan) -> tuple[Any, list[Any]]:
+    workload = _Workload(dataset=_UnevenReads())
+    windows: list[Any] = []
+    record = run_loop(workload, LoaderConfig(batch_size=2), plan, seed=1,
+                      on_window=windows.append, on_warmup=lambda e, s: None)  # fmt: skip
+    return record, windows
+
+
+def test_a_measurement_goes_on_until_its_epoch_time_is_known_to_the_precision_asked() -> None:
+    base = dict(epochs=2, steps=4, windows_per_epoch=2, warmup_epochs=1, warmup_steps=2)
+    # Off (the default): exactly the plan's epochs, and the precision they reached is kept.
+    record, windows = _extended(MeasurePlan(**base))
+    assert (len(record.epochs), record.extra_epochs, len(windows)) == (2, 0, 4)
+    assert record.precision is not None and record.precision > 0
+    # 0.1% is out of reach of such reads: more epochs until the 1.5 s allowed are spent, each
+    # counted in the projection (the epoch list) but none cut into windows for the pruner.
+    record, windows = _extended(MeasurePlan(**base, precision=0.001, extend_limit_s=1.5))
+    assert record.extra_epochs >= 3 and len(record.epochs) == 2 + record.extra_epochs
+    assert len(windows) == 4 and all(w.epoch < 2 for w in windows)
+    assert all(len(e["arrivals"]) == 4 for e in record.epochs)
+    assert record.precision > 0.001
+    # A precision already met: nothing added. Ranks extend only if all of them want to.
+    record, _ = _extended(MeasurePlan(**base, precision=0.99, extend_limit_s=60))
+    assert record.extra_epochs == 0
+    asked: list[int] = []
+    workload = _Workload(dataset=_UnevenReads())
+    plan = MeasurePlan(**base, precision=0.001, extend_limit_s=60)
+    record = run_loop(workload, LoaderConfig(batch_size=2), plan, seed=1,
+                      on_window=lambda w: None, on_warmup=lambda e, s: None,
+                      agree=lambda n: asked.append(n) or (0 if len(asked) > 3 else n))  # fmt: skip
+    # first the epochs' length (4 steps), then "one more?" until the agreed answer is no
+    assert record.extra_epochs == 2 and asked == [4, 1, 1, 1]

@@ -6,9 +6,11 @@ import pytest
 
 from loadersearch.measure.projection import (
     coefficient_of_variation,
+    epoch_time_precision,
     full_epoch_images,
     project,
     steady_span,
+    t90,
     window_cv,
 )
 
@@ -68,3 +70,25 @@ def test_window_cv_ignores_the_planned_slow_first_window_of_each_epoch():
     assert coefficient_of_variation(steady) > 0.3
     noisy = [50.0, 90.0, 50.0, 110.0]
     assert window_cv(noisy, 2) == pytest.approx(coefficient_of_variation([90, 110]) / 2)
+
+
+def _serial_epoch(step_s: float, steps: int = 6) -> dict:
+    """0 workers: batches every ``step_s``, the first after one step, the end with the last."""
+    return _epoch([step_s * (k + 1) for k in range(steps)], step_s * steps)
+
+
+def test_the_precision_is_the_t_interval_of_the_epochs_own_projections():
+    # Three epochs at 0.09, 0.10 and 0.11 s a step project 9, 10 and 11 s epochs of 400 images
+    # (batch 4): mean 10, sd 1, so the 90% interval is +/- t(2) x 1 / sqrt(3) = 1.686 s.
+    epochs = [_serial_epoch(s) for s in (0.09, 0.10, 0.11)]
+    times = [project([e], 4, 0, 400).epoch_time_s for e in epochs]
+    assert times == pytest.approx([9.0, 10.0, 11.0])
+    assert epoch_time_precision(epochs, 4, 0, 400) == pytest.approx(2.920 / 3**0.5 / 10)
+    # identical epochs: known exactly; fewer than two: unknown
+    assert epoch_time_precision([_serial_epoch(0.1)] * 3, 4, 0, 400) == pytest.approx(0.0)
+    assert epoch_time_precision(epochs[:1], 4, 0, 400) is None
+
+
+def test_t90_is_students_t_and_tends_to_the_normal_quantile():
+    assert t90(1) == 6.314 and t90(2) == 2.920 and t90(11) == t90(10) == 1.812
+    assert t90(1000) == 1.645 and t90(0) == float("inf")
