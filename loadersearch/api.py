@@ -262,7 +262,8 @@ def bench(
 
     ``config`` is a :class:`LoaderConfig` (e.g. ``tune(...).best``) or its fields
     (``{"num_workers": 4, "batch_size": 32}``; default: PyTorch's defaults at batch 16);
-    ``plan`` a :class:`MeasurePlan` or some of its fields (default: ``MeasurePlan()``).
+    ``plan`` a :class:`MeasurePlan` or some of its fields (default: ``MeasurePlan()`` with
+    ``precision=0.05``, as ``bench``: measured until the epoch time is known to +/-5%).
     The pipeline and measurement arguments are :func:`tune`'s. ``on_window(window)`` is
     called for every measurement window; returning False stops the measurement (PRUNED).
 
@@ -271,7 +272,7 @@ def bench(
     :class:`loadersearch.errors.LoaderSearchError`.
     """
     from loadersearch.measure import measure
-    from loadersearch.search.settings import SpecError, resolve_pipeline
+    from loadersearch.search.settings import DEFAULT_PRECISION, SpecError, resolve_pipeline
 
     _refuse_inside_measurement("bench")
     pipeline = resolve_pipeline(
@@ -288,7 +289,7 @@ def bench(
         if not isinstance(config, LoaderConfig):
             config = LoaderConfig(**dict(config or {}))
         if not isinstance(plan, MeasurePlan):
-            plan = MeasurePlan(**_plan_options(plan))
+            plan = MeasurePlan(**{"precision": DEFAULT_PRECISION, **_plan_options(plan)})
     except (TypeError, ValueError) as e:
         raise SpecError(f"invalid configuration: {e}") from e
     return measure(spec, config, plan, on_window=on_window)

@@ -164,6 +164,8 @@ def main(argv: list[str] | None = None) -> int:
                 prefetch_factor=args.prefetch if workers else None,
             )
             truths, sizeds, fixeds, notes = [], [], [], set()
+            cis: list[float] = []
+            epochs_measured: list[int] = []
             while True:
                 with measurement_lock():
                     sized = measure(spec, config, sized_plan)
@@ -175,6 +177,8 @@ def main(argv: list[str] | None = None) -> int:
                         print(f"{config.label()}: {r.status} ({r.reason}): {r.message}")
                 truths.append(truth_s)
                 sizeds.append(sized.epoch_time_s if sized.ok else float("nan"))
+                cis.append(sized.precision if sized.ok and sized.precision is not None else 0.0)
+                epochs_measured.append(sized_plan.epochs + (sized.extra_epochs or 0))
                 if fixed is not None:
                     fixeds.append(fixed.epoch_time_s if fixed.ok else float("nan"))
                 notes.update(sized.notes)
@@ -195,13 +199,17 @@ def main(argv: list[str] | None = None) -> int:
                 "truth_all": truths,
                 "notes": sorted(notes),
             }
+            # the interval the measurement stated (90%, relative), and its epochs
+            row["sized_ci"] = statistics.median(cis)
+            row["sized_epochs"] = statistics.median(epochs_measured)
             row["sized_err"] = row["sized_s"] / row["truth_s"] - 1
             row["fixed_err"] = row["fixed_s"] / row["truth_s"] - 1
             rows.append(row)
             print(
                 f"{row['config']:>10}: truth {row['truth_s']:7.2f} s ({truth_images} img, "
                 f"x{row['repeats']}), "
-                f"sized ({row['steps']} steps) {row['sized_s']:7.2f} s {row['sized_err']:+.1%}, "
+                f"sized ({row['steps']} steps x {row['sized_epochs']:g}) {row['sized_s']:7.2f} s "
+                f"{row['sized_err']:+.1%} (+/-{row['sized_ci']:.1%}), "
                 f"fixed ({fixed_plan.steps} steps) {row['fixed_s']:7.2f} s "
                 f"{row['fixed_err']:+.1%}",
                 flush=True,
@@ -232,8 +240,14 @@ def _table(args, rows, plan: MeasurePlan, started, load_start, load_end, minutes
         f"Workload: the loader workload (data pipeline alone, no step) at {args.img_size} px on "
         f"{args.images} generated images scaled down {args.shrink}x, with an **EMULATED storage "
         f"latency of {args.io_ms:g} ms per sample** (a sleep: workers overlap it, so 16-32 "
-        "workers pay off even on 2 cores). Configurations: prefetch_factor 2 (PyTorch's "
-        "default), no pin_memory, no persistent_workers, workers started by fork.",
+        "workers pay off even on 2 cores)"
+        + (
+            f", each file's wait drawn once, lognormal with that mean and a CV of {args.io_cv:g}"
+            if args.io_cv
+            else ""
+        )
+        + f". Configurations: prefetch_factor {args.prefetch}, no pin_memory, no "
+        "persistent_workers, workers started by fork.",
         "",
         f"- **truth**: one full epoch of all {args.images} images with a plain `for batch in "
         "DataLoader(...)` loop, from `iter` to `StopIteration` (workers' start and shut-down "
@@ -245,7 +259,11 @@ def _table(args, rows, plan: MeasurePlan, started, load_start, load_end, minutes
         f"on this machine (warm-up, {plan.epochs} measured epochs of at least {plan.steps} "
         f"steps, sized to the configuration: at least {plan.in_flight_rounds} x workers x "
         f"prefetch_factor + workers steps, within {plan.epoch_limit_s:g} s an epoch at the "
-        "warm-up's rate, never beyond one full epoch).",
+        "warm-up's rate, never beyond one full epoch), then more epochs of the same length "
+        f"while the projected epoch time's 90% interval is wider than +/-{plan.precision:.0%} "
+        f"(or fewer than 3 were measured), for at most {plan.extend_limit_s:g} s more. "
+        "**stated**: that interval, as the measurement reported it; **epochs**: how many it "
+        "measured.",
         f"- **fixed**: the same plan with every epoch {plan.steps} steps long "
         "(`in_flight_rounds=0`, as before sizing).",
         "",
@@ -254,22 +272,26 @@ def _table(args, rows, plan: MeasurePlan, started, load_start, load_end, minutes
         "table compares medians (each repeat's seconds in the last columns). "
         "Error = projected / truth - 1 (positive: the projection is slower than the truth).",
         "",
-        "| config | batches in flight | sized steps | truth (s) | sized (s) | sized error "
-        "| fixed (s) | fixed error | truth, each (s) | sized, each (s) |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---|---|",
+        "| config | batches in flight | sized steps | epochs | truth (s) | sized (s) "
+        "| sized error | stated (90%) | fixed (s) | fixed error | truth, each (s) "
+        "| sized, each (s) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|",
     ]
     for r in rows:
         each_t = ", ".join(f"{x:.2f}" for x in r["truth_all"])
         each_s = ", ".join(f"{x:.2f}" for x in r["sized_all"])
         lines.append(
-            f"| {r['config']} | {r['in_flight']} | {r['steps']} | {r['truth_s']:.2f} | "
-            f"{r['sized_s']:.2f} | {r['sized_err']:+.1%} | {r['fixed_s']:.2f} | "
-            f"{r['fixed_err']:+.1%} | {each_t} | {each_s} |"
+            f"| {r['config']} | {r['in_flight']} | {r['steps']} | {r['sized_epochs']:g} | "
+            f"{r['truth_s']:.2f} | {r['sized_s']:.2f} | {r['sized_err']:+.1%} | "
+            f"+/-{r['sized_ci']:.1%} | {r['fixed_s']:.2f} | {r['fixed_err']:+.1%} | "
+            f"{each_t} | {each_s} |"
         )
     verdict = "within" if worst <= args.target else "**beyond**"
+    inside = sum(abs(r["sized_err"]) <= r["sized_ci"] for r in rows)
     lines += [
         "",
-        f"Worst sized error: {worst:.1%}, {verdict} the {args.target:.0%} target.",
+        f"Worst sized error: {worst:.1%}, {verdict} the {args.target:.0%} target. The truth "
+        f"lies within the interval the measurement stated in {inside} of {len(rows)} rows.",
         "",
     ]
     notes = sorted({n for r in rows for n in r["notes"] if "EMULATED" not in n})

@@ -388,7 +388,7 @@ plan_options = _apply(
             type=click.FloatRange(min=0),
             default=None,
             help="Seconds of measured epochs a measurement may add for --precision [default: "
-            "8 where the CPU does the work, else 20].",
+            "20; a study where the CPU does the heavy work: 8].",
         ),
         click.option(
             "--timeout",

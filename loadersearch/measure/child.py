@@ -8,6 +8,8 @@ own, not stdout, which torch or user code may print to):
   overhead ends here);
 * ``{"type": "warmup", "epoch": i, "seconds": s}`` after each unmeasured warm-up epoch;
 * ``{"type": "window", ...}`` one per measurement window (:class:`~..result.Window` fields);
+* ``{"type": "extra_epoch", "n": n, "precision": p}`` after each measured epoch added for the
+  plan's precision (no windows: the pruner compares the same windows in every trial);
 * then ``{"type": "result", ...}`` or ``{"type": "error", "status", "reason", "message"}``.
 
 Two keys of ``MeasurePlan.extra`` change what is measured (``loadersearch diagnose`` sets them):
@@ -184,6 +186,7 @@ def _measure(out: TextIO, wspec: WorkloadSpec, config: LoaderConfig, plan: Measu
             after_first_step=memory.settle if memory is not None else None,
             resident=bool(plan.extra.get("resident")),
             before_epoch=cold.evict if cold is not None else None,
+            on_extra=lambda n, precision: _send(out, "extra_epoch", n=n, precision=precision),
         )
     finally:
         probes.stop()

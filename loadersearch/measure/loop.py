@@ -301,6 +301,7 @@ def run_loop(
     agree: Callable[[int], int] | None = None,
     resident: bool = False,
     before_epoch: Callable[[int], None] | None = None,
+    on_extra: Callable[[int, float | None], None] | None = None,
 ) -> LoopRecord:
     """Run the warm-up and the measured epochs; ``on_window`` gets each window as it ends.
     ``after_first_step()`` runs once, after the first warm-up step (never in a measured epoch;
@@ -319,10 +320,11 @@ def run_loop(
 
     ``resident`` feeds the step one real batch, taken from the loader once and kept on the
     device, instead of the loader: the most the step can take (the ingestion ceiling of
-    ``loadersearch diagnose``). ``before_epoch(epoch)`` runs before each measured epoch, outside
-    its timing (a cold measurement evicts the dataset's pages there). Each measured epoch's
-    record also holds ``t0`` (``time.monotonic()`` at its ``iter(loader)``) and ``waits`` (each
-    step's wait for its batch): the per-step timeline."""
+    ``loadersearch diagnose``). ``on_extra(n, precision)`` follows each measured epoch added
+    for ``plan.precision`` (:func:`_extend`). ``before_epoch(epoch)`` runs before each measured
+    epoch, outside its timing (a cold measurement evicts the dataset's pages there). Each
+    measured epoch's record also holds ``t0`` (``time.monotonic()`` at its ``iter(loader)``)
+    and ``waits`` (each step's wait for its batch): the per-step timeline."""
     dataset_len = len(workload.dataset)
     sized = plan.sized_steps(config, math.ceil(dataset_len / world_size) // config.batch_size)
     sampler = ShortEpochSampler(
@@ -357,7 +359,6 @@ def run_loop(
     measured_edges = window_edges(steps, plan.windows_per_epoch)
     on_measuring(True)
     sampler.num_samples = steps * config.batch_size
-    sampler.continuing()
     full = (math.ceil(dataset_len / world_size) // config.batch_size) * config.batch_size
     for epoch in range(plan.epochs):
 
@@ -385,9 +386,22 @@ def run_loop(
             loader, clock, workload.step, measured_edges, non_blocking, end_window, waits=waits
         )
         record.epochs.append({"seconds": seconds, "arrivals": arrivals, "t0": t0, "waits": waits})
-    _extend(record, plan, config, (loader, clock, workload.step, non_blocking), full, agree)
+    _extend(
+        record,
+        plan,
+        config,
+        (loader, clock, workload.step, non_blocking),
+        full,
+        sampler,
+        agree=agree,
+        before_epoch=before_epoch,
+        on_extra=on_extra,
+    )
     on_measuring(False)
     return record
+
+
+MIN_EPOCHS_FOR_PRECISION = 3  # a spread of two epochs (1 degree of freedom) decides nothing
 
 
 def _extend(
@@ -396,14 +410,22 @@ def _extend(
     config: LoaderConfig,
     epoch_args: tuple[Any, ...],
     full_images: int,
+    sampler: ShortEpochSampler,
+    *,
     agree: Callable[[int], int] | None,
+    before_epoch: Callable[[int], None] | None,
+    on_extra: Callable[[int, float | None], None] | None,
 ) -> None:
     """More measured epochs of the same length while the projected epoch time's confidence
-    interval is wider than ``plan.precision`` (:func:`epoch_time_precision`), for at most
-    ``plan.extend_limit_s`` seconds: an epoch starts only if one more of the last one's length
-    fits. They have no windows (the pruner compares the same windows in every trial) but count
-    in the projection. Several ranks extend only while all of them want to (``agree``: the
-    smallest answer), so that they stay in step."""
+    interval is wider than ``plan.precision`` (:func:`epoch_time_precision`) or fewer than
+    :data:`MIN_EPOCHS_FOR_PRECISION` epochs were measured, for at most ``plan.extend_limit_s``
+    seconds: an epoch starts only if one more of the last one's length fits. They have no
+    windows (the pruner compares the same windows in every trial) but count in the projection,
+    and walk on through the dataset (:meth:`ShortEpochSampler.continuing`): distinct files
+    until every file was read. ``before_epoch`` runs before each (a cold measurement evicts
+    there) and ``on_extra(n, precision)`` after each. Several ranks go on while any of them
+    wants to and one more epoch fits for all of them (two ``agree`` calls per epoch on every
+    rank: ``agree`` is the smallest answer), so that they stay in step."""
     from loadersearch.measure.projection import epoch_time_precision
 
     def precision() -> float | None:
@@ -417,19 +439,24 @@ def _extend(
     loader, clock, step, non_blocking = epoch_args
     edges = [record.steps]
     deadline = time.perf_counter() + plan.extend_limit_s
+    sampler.continuing()
     while True:
-        want = (
-            record.precision is not None
-            and record.precision > plan.precision
-            and time.perf_counter() + record.epochs[-1]["seconds"] <= deadline
+        wants = len(record.epochs) < MIN_EPOCHS_FOR_PRECISION or (
+            record.precision is None or record.precision > plan.precision
         )
+        fits = time.perf_counter() + record.epochs[-1]["seconds"] <= deadline
         if agree is not None:
-            want = bool(agree(int(want)))
-        if not want:
+            wants = -agree(-int(wants)) > 0  # any rank's spread is the job's
+            fits = agree(int(fits)) > 0  # every rank has the time
+        if not (wants and fits):
             return
+        if before_epoch is not None:
+            before_epoch(len(record.epochs))
         waits: list[float] = []
         t0 = time.monotonic()
         seconds, arrivals = _run_epoch(loader, clock, step, edges, non_blocking, None, waits=waits)
         record.epochs.append({"seconds": seconds, "arrivals": arrivals, "t0": t0, "waits": waits})
         record.extra_epochs += 1
         record.precision = precision()
+        if on_extra is not None:
+            on_extra(record.extra_epochs, record.precision)

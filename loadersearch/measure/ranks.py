@@ -446,6 +446,7 @@ def _run_rank(
             world_size=world_size,
             barrier=barrier,
             agree=agree,
+            on_extra=lambda n, precision: send("extra_epoch", n=n, precision=precision),
         )
     finally:
         probes.stop()
@@ -571,6 +572,9 @@ class _Job:
                 del self.windows[window.index]
                 self.sent_windows.append(merged)
                 self._send("window", **merged.to_dict())
+        elif kind == "extra_epoch":  # the ranks extend in step: rank 0 speaks for them
+            if rank == 0:
+                self._send("extra_epoch", **data)
         elif kind == "result":
             self.results[rank] = data
         elif kind == "error":

@@ -270,6 +270,8 @@ def _follow(
                     result.status = PRUNED
                     result.message = f"pruned after window {window.index}"
                     return None
+            elif kind == "extra_epoch":  # for the precision: progress, nothing to report
+                phase = f"extra measured epoch {msg['n']} (for the precision)"
             elif kind == "result":
                 for name in _RESULT_FIELDS:
                     setattr(result, name, msg.get(name))

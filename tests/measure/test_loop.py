@@ -291,14 +291,30 @@ def test_a_measurement_goes_on_until_its_epoch_time_is_known_to_the_precision_as
     assert len(windows) == 4 and all(w.epoch < 2 for w in windows)
     assert all(len(e["arrivals"]) == 4 for e in record.epochs)
     assert record.precision > 0.001
-    # A precision already met: nothing added. Ranks extend only if all of them want to.
+    # Two epochs are too few to judge a spread: a third always follows, then a precision
+    # already met stops the measurement.
     record, _ = _extended(MeasurePlan(**base, precision=0.99, extend_limit_s=60))
-    assert record.extra_epochs == 0
-    asked: list[int] = []
+    assert record.extra_epochs == 1 and record.precision < 0.99
+
+
+def test_ranks_extend_while_any_of_them_wants_to_and_all_have_the_time() -> None:
+    # agree(n) is the smallest n of all ranks. Each pass asks "wants?" as -agree(-wants) (a
+    # max) and "fits?" as agree(fits). Here the other rank always wants more and has the time
+    # for two more epochs only; this rank is content (precision 99%) after its third epoch.
+    calls: list[int] = []
+
+    def agree(n: int) -> int:
+        calls.append(n)
+        if len(calls) == 1:
+            return n  # the epochs' length
+        other = -1 if len(calls) % 2 == 0 else (1 if len(calls) < 7 else 0)
+        return min(n, other)
+
     workload = _Workload(dataset=_UnevenReads())
-    plan = MeasurePlan(**base, precision=0.001, extend_limit_s=60)
-    record = run_loop(workload, LoaderConfig(batch_size=2), plan, seed=1,
-                      on_window=lambda w: None, on_warmup=lambda e, s: None,
-                      agree=lambda n: asked.append(n) or (0 if len(asked) > 3 else n))  # fmt: skip
-    # first the epochs' length (4 steps), then "one more?" until the agreed answer is no
-    assert record.extra_epochs == 2 and asked == [4, 1, 1, 1]
+    plan = MeasurePlan(epochs=2, steps=4, windows_per_epoch=2, warmup_epochs=1, warmup_steps=2,
+                       precision=0.99, extend_limit_s=60)  # fmt: skip
+    record = run_loop(workload, LoaderConfig(batch_size=2), plan, seed=1, agree=agree,
+                      on_window=lambda w: None, on_warmup=lambda e, s: None)  # fmt: skip
+    assert record.extra_epochs == 2
+    # the length, then per pass (wants, fits): this rank wants its third epoch, then not
+    assert calls[0] == 4 and calls[1:3] == [-1, 1] and calls[3] == 0 and len(calls) == 7
