@@ -9,6 +9,7 @@ from loadersearch.measure.projection import (
     epoch_time_precision,
     full_epoch_images,
     project,
+    steady_interval,
     steady_span,
     t90,
     window_cv,
@@ -24,12 +25,23 @@ def test_full_epoch_drops_the_last_partial_batch():
     assert full_epoch_images(10, 16) == 0
 
 
-def test_steady_span_covers_whole_groups_of_workers_after_the_first():
+def test_steady_span_covers_whole_groups_of_workers_between_the_first_and_the_last():
     assert steady_span(6, 0) == 5  # no workers: every interval
-    assert steady_span(8, 2) == 4  # skip the first group of 2, then 2 whole groups
-    assert steady_span(6, 2) == 2
+    assert steady_span(6, 1) == 4  # one worker: after its first batch, no drain
+    # 2 workers, 8 steps: skip the first group and the last (the drain): batches 3 to 5
+    assert steady_interval(8, 2) == (3, 5) and steady_span(8, 2) == 2
+    assert steady_interval(6, 2) == (3, 5)  # too short for both skips: the drain stays
+    assert steady_interval(40, 8) == (15, 31)  # 16 intervals = 2 groups, 8 skipped each end
     assert steady_span(8, 8) == 0  # one group: nothing steady to measure
     assert steady_span(1, 0) == 0
+
+
+def test_a_slow_batch_in_the_drain_is_a_cost_of_the_epoch_not_of_its_rate():
+    # 2 workers, pairs every 0.2 s, but the last pair waits for one slow read: +1 s.
+    arrivals = [0.3, 0.3, 0.5, 0.5, 0.7, 0.7, 0.9, 1.9]
+    p = project([_epoch(arrivals, 2.0)], batch_size=1, num_workers=2, full_images=1000)
+    assert p.steady_rate == pytest.approx(10.0)  # as without the slow read
+    assert p.start_cost_s == pytest.approx(2.0 - 8 / 10.0)  # paid once per epoch
 
 
 def test_serial_loader_projects_its_own_rate_and_start_cost():
