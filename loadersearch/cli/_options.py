@@ -387,8 +387,9 @@ plan_options = _apply(
             "extend_limit_s",
             type=click.FloatRange(min=0),
             default=None,
-            help="Seconds of measured epochs a measurement may add for --precision [default: "
-            "20; a study where the CPU does the heavy work: 8].",
+            help="Seconds of measured epochs a measurement may add for --precision, and never "
+            "more than 3x its planned epochs' time [default: 20; a study where the CPU does "
+            "the heavy work: 8].",
         ),
         click.option(
             "--timeout",

@@ -402,6 +402,10 @@ def run_loop(
 
 
 MIN_EPOCHS_FOR_PRECISION = 3  # a spread of two epochs (1 degree of freedom) decides nothing
+# The epochs added for the precision take at most this many times the planned measured epochs'
+# time (and at most plan.extend_limit_s): a measurement grows to 4x its plan at most, so that
+# short, jittery epochs (a fast device) cost little, and slow ones get the whole limit.
+EXTEND_FACTOR = 3.0
 
 
 def _extend(
@@ -419,7 +423,8 @@ def _extend(
     """More measured epochs of the same length while the projected epoch time's confidence
     interval is wider than ``plan.precision`` (:func:`epoch_time_precision`) or fewer than
     :data:`MIN_EPOCHS_FOR_PRECISION` epochs were measured, for at most ``plan.extend_limit_s``
-    seconds: an epoch starts only if one more of the last one's length fits. They have no
+    seconds and :data:`EXTEND_FACTOR` times the planned epochs' time: an epoch starts only if
+    one more of the last one's length fits. They have no
     windows (the pruner compares the same windows in every trial) but count in the projection,
     and walk on through the dataset (:meth:`ShortEpochSampler.continuing`): distinct files
     until every file was read. ``before_epoch`` runs before each (a cold measurement evicts
@@ -438,7 +443,8 @@ def _extend(
         return
     loader, clock, step, non_blocking = epoch_args
     edges = [record.steps]
-    deadline = time.perf_counter() + plan.extend_limit_s
+    planned_s = sum(e["seconds"] for e in record.epochs)
+    deadline = time.perf_counter() + min(plan.extend_limit_s, EXTEND_FACTOR * planned_s)
     sampler.continuing()
     while True:
         wants = len(record.epochs) < MIN_EPOCHS_FOR_PRECISION or (
