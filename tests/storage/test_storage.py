@@ -176,12 +176,21 @@ def test_a_killed_workers_trial_is_failed_by_its_heartbeat_and_rerun(storage_url
     assert rerun.system_attrs["failed_trial"] == first.number
 
 
-def _run_while(action, study, n_trials):
+def _run_while(action, study, n_trials, hold: threading.Event | None = None):
+    """``study.optimize`` in a thread while ``action`` runs here; with ``hold``, trial 3 waits
+    for it to be set before it ends, so that whatever ``action`` does before setting it meets
+    the study mid-way however slowly this thread polls (a loaded machine)."""
     errors = []
+
+    def objective(t):
+        if hold is not None and t.number == 3:
+            hold.wait(60)
+        time.sleep(0.05)
+        return _quadratic(t)
 
     def work():
         try:
-            study.optimize(lambda t: time.sleep(0.05) or _quadratic(t), n_trials=n_trials)
+            study.optimize(objective, n_trials=n_trials)
         except Exception as e:  # reported by the test
             errors.append(e)
 
@@ -199,13 +208,16 @@ def test_a_database_restart_mid_study_is_retried_and_the_study_completes(
     storage = open_storage(url, retry_seconds=30)
     study = optuna.create_study(study_name=study_name, storage=storage)
 
+    outage = threading.Event()
+
     def restart():
-        _wait_for_trials(study, 3)  # mid-study
+        _wait_for_trials(study, 3)  # mid-study: trial 3 is held until the database is gone
         proxy.stop()  # every connection dropped, new ones refused
+        outage.set()  # trial 3 ends now and must store its result through the outage
         time.sleep(2.0)  # the outage itself (its length is the scenario, not a wait)
         proxy.start()
 
-    errors = _run_while(restart, study, n_trials=30)
+    errors = _run_while(restart, study, n_trials=30, hold=outage)
     assert errors == []
     retried = [r.getMessage() for r in caplog.records if "unreachable" in r.getMessage()]
     assert retried and all("s3cr3t-pw" not in m for m in retried)
