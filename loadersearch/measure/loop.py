@@ -424,11 +424,11 @@ def _extend(
     interval is wider than ``plan.precision`` (:func:`epoch_time_precision`) or fewer than
     :data:`MIN_EPOCHS_FOR_PRECISION` epochs were measured, for at most ``plan.extend_limit_s``
     seconds and :data:`EXTEND_FACTOR` times the planned epochs' time: an epoch starts only if
-    one more of the last one's length fits. They have no
-    windows (the pruner compares the same windows in every trial) but count in the projection,
-    and walk on through the dataset (:meth:`ShortEpochSampler.continuing`): distinct files
-    until every file was read. ``before_epoch`` runs before each (a cold measurement evicts
-    there) and ``on_extra(n, precision)`` after each. Several ranks go on while any of them
+    one more of the last one's length fits. They have no windows (the pruner compares the
+    same windows in every trial) but count in the projection, and walk on through the dataset
+    (:meth:`ShortEpochSampler.continuing`): distinct files until every file was read.
+    ``before_epoch`` runs before each (a cold measurement evicts there) and
+    ``on_extra(n, precision)`` after each. Several ranks go on while any of them
     wants to and one more epoch fits for all of them (two ``agree`` calls per epoch on every
     rank: ``agree`` is the smallest answer), so that they stay in step."""
     from loadersearch.measure.projection import epoch_time_precision

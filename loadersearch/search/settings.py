@@ -455,26 +455,13 @@ def default_plan(*, small: bool) -> MeasurePlan:
     elsewhere) at its warm-up's rate, and a measurement whose epochs disagree goes on with more
     epochs until the projected epoch time is known to +/-5% (90% confidence), for at most 8 s
     more on the CPU (20 s elsewhere)."""
+    shared = {"windows_per_epoch": 4, "warmup_epochs": 1, "precision": DEFAULT_PRECISION}
     if small:
         return MeasurePlan(
-            epochs=2,
-            steps=4,
-            windows_per_epoch=4,
-            warmup_epochs=1,
-            warmup_steps=2,
-            timeout_s=120,
-            epoch_limit_s=8.0,
-            precision=DEFAULT_PRECISION,
-            extend_limit_s=8.0,
-        )
-    return MeasurePlan(
-        epochs=3,
-        steps=8,
-        windows_per_epoch=4,
-        warmup_epochs=1,
-        warmup_steps=4,
-        precision=DEFAULT_PRECISION,
-    )
+            epochs=2, steps=4, warmup_steps=2, timeout_s=120, epoch_limit_s=8.0,
+            extend_limit_s=8.0, **shared,
+        )  # fmt: skip
+    return MeasurePlan(epochs=3, steps=8, warmup_steps=4, **shared)
 
 
 def check_gpus(workload: WorkloadSpec, hardware: Hardware) -> None:
