@@ -39,15 +39,17 @@ class TcpProxy:
     def stop(self) -> None:
         import socket
 
-        listener, self._listener = self._listener, None
+        # Under the lock, so that a connection being accepted right now is either in the list
+        # closed here or sees that its listener is gone (and closes itself): none survives.
+        with self._lock:
+            listener, self._listener = self._listener, None
+            sockets, self._sockets = self._sockets, []
         if listener is not None:
             try:
                 listener.shutdown(socket.SHUT_RDWR)
             except OSError:
                 pass
             listener.close()
-        with self._lock:
-            sockets, self._sockets = self._sockets, []
         for s in sockets:
             try:
                 s.shutdown(socket.SHUT_RDWR)
@@ -71,7 +73,13 @@ class TcpProxy:
                 client.close()
                 continue
             with self._lock:
-                self._sockets += [client, server]
+                live = self._listener is listener
+                if live:
+                    self._sockets += [client, server]
+            if not live:  # stopped while this connection was being made
+                client.close()
+                server.close()
+                return
             for a, b in ((client, server), (server, client)):
                 threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
 

@@ -176,15 +176,20 @@ def test_a_killed_workers_trial_is_failed_by_its_heartbeat_and_rerun(storage_url
     assert rerun.system_attrs["failed_trial"] == first.number
 
 
-def _run_while(action, study, n_trials, hold: threading.Event | None = None):
-    """``study.optimize`` in a thread while ``action`` runs here; with ``hold``, trial 3 waits
-    for it to be set before it ends, so that whatever ``action`` does before setting it meets
-    the study mid-way however slowly this thread polls (a loaded machine)."""
+def _run_while(
+    action, study, n_trials, hold: tuple[threading.Event, threading.Event] | None = None
+):
+    """``study.optimize`` in a thread while ``action`` runs here. With ``hold = (reached,
+    release)``, trial 3 sets ``reached`` inside its objective and waits for ``release`` before
+    it ends, so that whatever ``action`` does in between meets the study at a known point
+    however slowly either thread runs (a loaded machine)."""
     errors = []
 
     def objective(t):
         if hold is not None and t.number == 3:
-            hold.wait(60)
+            reached, release = hold
+            reached.set()
+            release.wait(60)
         time.sleep(0.05)
         return _quadratic(t)
 
@@ -207,20 +212,28 @@ def test_a_database_restart_mid_study_is_retried_and_the_study_completes(
     proxy, url = postgres_proxy
     storage = open_storage(url, retry_seconds=30)
     study = optuna.create_study(study_name=study_name, storage=storage)
+    reached, outage = threading.Event(), threading.Event()
 
-    outage = threading.Event()
+    def retried():
+        return [r.getMessage() for r in caplog.records if "unreachable" in r.getMessage()]
 
     def restart():
-        _wait_for_trials(study, 3)  # mid-study: trial 3 is held until the database is gone
+        # Trial 3 is inside its objective: its result is the next thing stored. (Between
+        # trials the outage could meet Optuna's own trial-creation retry, which absorbs a
+        # short outage without a word, and the test would see nothing.)
+        assert reached.wait(60), "trial 3 never started"
         proxy.stop()  # every connection dropped, new ones refused
         outage.set()  # trial 3 ends now and must store its result through the outage
-        time.sleep(2.0)  # the outage itself (its length is the scenario, not a wait)
+        # The outage lasts 2 s, and on until the retry has been met (a slow thread).
+        start, deadline = time.monotonic(), time.monotonic() + 30
+        while time.monotonic() - start < 2.0 or not retried():
+            assert time.monotonic() < deadline, "trial 3's result never met the outage"
+            time.sleep(0.05)
         proxy.start()
 
-    errors = _run_while(restart, study, n_trials=30, hold=outage)
+    errors = _run_while(restart, study, n_trials=30, hold=(reached, outage))
     assert errors == []
-    retried = [r.getMessage() for r in caplog.records if "unreachable" in r.getMessage()]
-    assert retried and all("s3cr3t-pw" not in m for m in retried)
+    assert retried() and all("s3cr3t-pw" not in m for m in retried())
     states = [t.state for t in study.trials]
     assert states == [TrialState.COMPLETE] * 30
     assert sorted(t.number for t in study.trials) == list(range(30))
