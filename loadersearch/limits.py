@@ -29,6 +29,12 @@ def soft_limit(which: int) -> int | None:
     return None if soft == resource.RLIM_INFINITY else soft
 
 
+def fd_limit_said(text: str) -> bool:
+    """Whether ``text`` (a process's output) says it ran out of file descriptors."""
+    low = text.lower()
+    return any(sign in low for sign in _FD_SIGNS)
+
+
 def fd_problem() -> str:
     n = soft_limit(resource.RLIMIT_NOFILE)
     limit = f"{n}" if n is not None else "its limit"
@@ -55,7 +61,7 @@ def limit_problem(text: str, *, aborted: bool = False) -> str | None:
     process that died; ``aborted``: it died of SIGABRT/SIGSEGV/SIGBUS), as a sentence with
     the fix, or None when no limit explains it."""
     low = text.lower()
-    if any(sign in low for sign in _FD_SIGNS):
+    if fd_limit_said(low):
         return fd_problem()
     if "cuda out of memory" in low:
         return None  # device memory: the VRAM cap, not a process limit

@@ -33,7 +33,7 @@ import time
 from collections.abc import Callable
 
 from loadersearch.config import LoaderConfig, MeasurePlan, WorkloadSpec, workload_for
-from loadersearch.limits import limit_problem
+from loadersearch.limits import fd_limit_said, fd_problem, limit_problem
 from loadersearch.measure.failures import classify_exit
 from loadersearch.measure.forkserver import ForkedChild, ForkServerTimeout, server_for_one
 from loadersearch.measure.hostload import HostLoadMeter, busy_share
@@ -42,6 +42,7 @@ from loadersearch.measure.result import (
     INFEASIBLE,
     OK,
     PRUNED,
+    RESOURCE_LIMIT,
     TIMEOUT,
     MeasureResult,
     Window,
@@ -51,6 +52,10 @@ logger = logging.getLogger(__name__)
 
 EXIT_GRACE_S = 3.0  # a child that closed its pipe may take this long to exit by itself
 REAP_TIMEOUT_S = 5.0
+# A child that said "too many open files" and then sent nothing for this long has hung on it
+# (DataLoader workers that cannot pass a file descriptor wait for ever): end it now, with the
+# limit named, rather than at the measurement's time limit (minutes on a GPU plan).
+FD_HANG_S = 10.0
 _RESULT_FIELDS = (
     "steady_rate",
     "start_cost_s",
@@ -209,6 +214,7 @@ def _follow(
     phase = "start-up"
     started = False  # the stall limit applies from "ready" on; start-up has only the timeout
     buf = b""
+    fd_said: float | None = None  # when the child's output first said "too many open files"
     while True:
         now = time.monotonic()
         if now >= deadline:
@@ -225,8 +231,18 @@ def _follow(
                 log,
             )
         until = min(deadline, last + stall) if started else deadline
-        ready, _, _ = select.select([read_fd], [], [], until - now)
+        ready, _, _ = select.select([read_fd], [], [], min(until - now, 1.0))
         if not ready:
+            now = time.monotonic()
+            if fd_said is None and log is not None and fd_limit_said(_stderr_tail(log)):
+                fd_said = now
+            if fd_said is not None and now - max(fd_said, last) >= FD_HANG_S:
+                result.status, result.reason = INFEASIBLE, RESOURCE_LIMIT
+                result.message = (
+                    f"the measuring process ran out of file descriptors and made no progress "
+                    f"for {FD_HANG_S:g} s during {phase}: {fd_problem()}"
+                )
+                return None
             continue
         chunk = os.read(read_fd, 65536)
         if not chunk:  # the child closed the pipe: it exited (or is exiting) without a result
