@@ -26,10 +26,47 @@ import json
 import os
 import signal
 import sys
+import time
 import traceback
 from typing import Any, TextIO
 
 from loadersearch.config import LoaderConfig, MeasurePlan, WorkloadSpec
+
+PRECISION_NOTE = "the projected epoch time is known to"  # how precision_note begins
+
+# The raise that gets a closer figure, for each limit that can stop the added epochs.
+_RAISE = {
+    "extend_limit_s": "raise extend_limit_s",
+    "the measurement's time limit": "raise the time limit (timeout_s)",
+}
+
+
+def precision_note(precision: float | None, epochs: int, record: Any, plan: MeasurePlan) -> str:
+    """What a result must say when its projected epoch time is known less well than the plan
+    asks (``precision`` of ``epochs`` measured epochs; ``record``: the loop's
+    :class:`~loadersearch.measure.loop.LoopRecord`, which says what limited the added epochs),
+    or "" when it is known well enough."""
+    from loadersearch.measure.loop import MIN_EPOCHS_FOR_PRECISION
+
+    if not plan.precision or precision is None or precision <= plan.precision:
+        return ""
+    bound = getattr(record, "extend_bound", "") or "extend_limit_s"
+    budget = getattr(record, "extend_budget_s", 0.0) or plan.extend_limit_s
+    fix = _RAISE.get(bound, "measure longer epochs (steps) or more of them (epochs)")
+    if epochs < MIN_EPOCHS_FOR_PRECISION:
+        why = (
+            f"only {epochs} measured epochs fitted in the {budget:.1f} s allowed for more "
+            f"({bound}), too few to judge their spread"
+        )
+    else:
+        why = (
+            f"the {budget:.1f} s allowed for more epochs ({bound}) ran out first: its "
+            "batches' fetch times vary a lot (slow or uneven storage, a busy machine)"
+        )
+    return (
+        f"{PRECISION_NOTE} +/-{precision:.1%} (90% confidence, {epochs} measured epochs), "
+        f"not the +/-{plan.precision:.1%} asked for: {why}; {fix} for a closer figure"
+    )
 
 
 def sizing_notes(record: Any, plan: MeasurePlan, config: LoaderConfig) -> list[str]:
@@ -44,20 +81,27 @@ def sizing_notes(record: Any, plan: MeasurePlan, config: LoaderConfig) -> list[s
             f"epoch time limit ({plan.epoch_limit_s:g} s at the warm-up's rate): the steady "
             "part may still include the prefetch ramp (raise epoch_limit_s)"
         )
-    if plan.precision and record.precision is not None and record.precision > plan.precision:
-        notes.append(
-            f"the projected epoch time is known to +/-{record.precision:.0%} (90% confidence, "
-            f"{len(record.epochs)} measured epochs), not the {plan.precision:.0%} asked for, "
-            f"within the {plan.extend_limit_s:g} s allowed for more epochs: its batches' "
-            "fetch times vary a lot (slow or uneven storage, a busy machine); raise "
-            "extend_limit_s for a closer figure"
-        )
+    note = precision_note(record.precision, len(record.epochs), record, plan)
+    if note:
+        notes.append(note)
     if record.steps > 1 and steady_span(record.steps, config.num_workers) == 0:
         notes.append(
             f"{record.steps} steps per epoch are too few to separate the steady rate with "
             f"{config.num_workers} workers: the rate includes the epoch start (use more steps)"
         )
     return notes
+
+
+# Of the plan's time limit, the share that the precision's added epochs may run into: the rest
+# is for the result, the workers' shut-down and a slow machine.
+FINISH_SHARE = 0.8
+
+
+def finish_by(plan: MeasurePlan, started: float) -> float:
+    """``time.monotonic()`` by which the measured epochs of a measurement that ``started``
+    (``time.monotonic()``) must be done, so that the precision's added epochs never run a
+    healthy measurement into its time limit (a TIMEOUT)."""
+    return started + FINISH_SHARE * plan.timeout_s
 
 
 def _die_with_parent() -> None:
@@ -81,6 +125,7 @@ def run(out: TextIO, spec_json: str, ranks: int | None = None) -> int:
     whatever ``gpus`` says (1 rank: the DDP path on one device, for the GPU acceptance)."""
     from loadersearch.measure.failures import classify_exception
 
+    started = time.monotonic()
     config: LoaderConfig | None = None
     wspec: WorkloadSpec | None = None
     try:
@@ -91,9 +136,10 @@ def run(out: TextIO, spec_json: str, ranks: int | None = None) -> int:
         if ranks or wspec.gpus > 1:  # one process per rank, this one their launcher
             from loadersearch.measure.ranks import run_job
 
-            run_job(out, wspec, config, plan, world_size=ranks or wspec.gpus)
+            world = ranks or wspec.gpus
+            run_job(out, wspec, config, plan, world_size=world, started=started)
         else:
-            _measure(out, wspec, config, plan)
+            _measure(out, wspec, config, plan, started)
         return 0
     except BrokenPipeError:  # the parent is gone: nobody to report to
         return 1
@@ -112,7 +158,9 @@ def run(out: TextIO, spec_json: str, ranks: int | None = None) -> int:
         return 0
 
 
-def _measure(out: TextIO, wspec: WorkloadSpec, config: LoaderConfig, plan: MeasurePlan) -> None:
+def _measure(
+    out: TextIO, wspec: WorkloadSpec, config: LoaderConfig, plan: MeasurePlan, started: float
+) -> None:
     from loadersearch.measure.loop import run_loop
     from loadersearch.measure.probes import Probes
     from loadersearch.measure.projection import full_epoch_images, project, window_cv
@@ -187,6 +235,7 @@ def _measure(out: TextIO, wspec: WorkloadSpec, config: LoaderConfig, plan: Measu
             resident=bool(plan.extra.get("resident")),
             before_epoch=cold.evict if cold is not None else None,
             on_extra=lambda n, precision: _send(out, "extra_epoch", n=n, precision=precision),
+            finish_by=finish_by(plan, started),
         )
     finally:
         probes.stop()

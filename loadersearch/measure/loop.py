@@ -69,6 +69,9 @@ class LoopRecord:
     target_steps: int = 0  # what the configuration asked for, before the epoch time limit
     extra_epochs: int = 0  # measured epochs beyond the plan's, to reach its precision
     precision: float | None = None  # the projected epoch time's 90% CI half-width, relative
+    # the seconds the precision's added epochs were allowed, and which limit set them
+    extend_budget_s: float = 0.0
+    extend_bound: str = ""
 
 
 class ShortEpochSampler(Sampler[int]):
@@ -109,8 +112,10 @@ class ShortEpochSampler(Sampler[int]):
 
     def continuing(self) -> None:
         """From now on each epoch takes the next indices of one walk through successive
-        permutations, instead of the start of a new one: the measured epochs together read
-        distinct files until they have read the whole dataset, so that the more they measure,
+        permutations, instead of the start of a new one (the planned measured epochs keep
+        their paired images; :func:`_extend` calls this before the epochs it adds): the added
+        epochs read distinct files until they have read the whole dataset, so that the more
+        they measure,
         the closer their files are to a full epoch's (reads that vary a lot then average out
         as in the full epoch). The seed still makes every trial walk the same order."""
         if self._stream is None:
@@ -302,6 +307,7 @@ def run_loop(
     resident: bool = False,
     before_epoch: Callable[[int], None] | None = None,
     on_extra: Callable[[int, float | None], None] | None = None,
+    finish_by: float | None = None,
 ) -> LoopRecord:
     """Run the warm-up and the measured epochs; ``on_window`` gets each window as it ends.
     ``after_first_step()`` runs once, after the first warm-up step (never in a measured epoch;
@@ -322,7 +328,9 @@ def run_loop(
     device, instead of the loader: the most the step can take (the ingestion ceiling of
     ``loadersearch diagnose``). ``on_extra(n, precision)`` follows each measured epoch added
     for ``plan.precision`` (:func:`_extend`). ``before_epoch(epoch)`` runs before each measured
-    epoch, outside its timing (a cold measurement evicts the dataset's pages there). Each
+    epoch, outside its timing (a cold measurement evicts the dataset's pages there);
+    ``finish_by`` (``time.monotonic()``) is when the measurement must be done by (its process's
+    time limit, less a margin): no added epoch runs past it. Each
     measured epoch's record also holds ``t0`` (``time.monotonic()`` at its ``iter(loader)``)
     and ``waits`` (each step's wait for its batch): the per-step timeline."""
     dataset_len = len(workload.dataset)
@@ -396,9 +404,14 @@ def run_loop(
         agree=agree,
         before_epoch=before_epoch,
         on_extra=on_extra,
+        finish_by=finish_by,
     )
     on_measuring(False)
     return record
+
+
+def _no_window(win: int, window: _WindowClock, seconds: float, h2d: float) -> None:
+    """An added epoch's window edge: synchronised like a planned epoch's, nothing sent."""
 
 
 MIN_EPOCHS_FOR_PRECISION = 3  # a spread of two epochs (1 degree of freedom) decides nothing
@@ -419,13 +432,17 @@ def _extend(
     agree: Callable[[int], int] | None,
     before_epoch: Callable[[int], None] | None,
     on_extra: Callable[[int, float | None], None] | None,
+    finish_by: float | None = None,
 ) -> None:
     """More measured epochs of the same length while the projected epoch time's confidence
     interval is wider than ``plan.precision`` (:func:`epoch_time_precision`) or fewer than
     :data:`MIN_EPOCHS_FOR_PRECISION` epochs were measured, for at most ``plan.extend_limit_s``
-    seconds and :data:`EXTEND_FACTOR` times the planned epochs' time: an epoch starts only if
-    one more of the last one's length fits. They have no windows (the pruner compares the
-    same windows in every trial) but count in the projection, and walk on through the dataset
+    seconds, :data:`EXTEND_FACTOR` times the planned epochs' time and what is left before
+    ``finish_by``: an epoch starts only if one more of the last one's length fits. They are
+    cut at the same window edges as the planned epochs (the device is synchronised, and ranks
+    wait for each other, at the same points: the same timing) but send no windows (the
+    pruner compares the same windows in every trial), count in the projection, and walk on
+    through the dataset
     (:meth:`ShortEpochSampler.continuing`): distinct files until every file was read.
     ``before_epoch`` runs before each (a cold measurement evicts there) and
     ``on_extra(n, precision)`` after each. Several ranks go on while any of them
@@ -442,9 +459,16 @@ def _extend(
     if not plan.precision or not record.epochs:
         return
     loader, clock, step, non_blocking = epoch_args
-    edges = [record.steps]
+    edges = window_edges(record.steps, plan.windows_per_epoch)
     planned_s = sum(e["seconds"] for e in record.epochs)
-    deadline = time.perf_counter() + min(plan.extend_limit_s, EXTEND_FACTOR * planned_s)
+    bounds = {
+        "extend_limit_s": plan.extend_limit_s,
+        f"{EXTEND_FACTOR:g}x the planned epochs' time": EXTEND_FACTOR * planned_s,
+    }
+    if finish_by is not None:
+        bounds["the measurement's time limit"] = max(0.0, finish_by - time.monotonic())
+    record.extend_bound, record.extend_budget_s = min(bounds.items(), key=lambda kv: kv[1])
+    deadline = time.perf_counter() + record.extend_budget_s
     sampler.continuing()
     while True:
         wants = len(record.epochs) < MIN_EPOCHS_FOR_PRECISION or (
@@ -460,7 +484,9 @@ def _extend(
             before_epoch(len(record.epochs))
         waits: list[float] = []
         t0 = time.monotonic()
-        seconds, arrivals = _run_epoch(loader, clock, step, edges, non_blocking, None, waits=waits)
+        seconds, arrivals = _run_epoch(
+            loader, clock, step, edges, non_blocking, _no_window, waits=waits
+        )
         record.epochs.append({"seconds": seconds, "arrivals": arrivals, "t0": t0, "waits": waits})
         record.extra_epochs += 1
         record.precision = precision()

@@ -8,14 +8,15 @@ measured separately:
 * the **steady rate** ``r`` (images/s): the slope of the batch arrival times once the pipeline
   is full. With ``w`` workers, batches come in groups of ``w`` (batch ``k`` is made by worker
   ``k % w``; a loader-bound epoch delivers ``w`` batches at about the same time, then nothing),
-  so the slope is taken over a whole number of groups, after the first group and (with two
-  workers or more) before the last when the epoch is long enough (:func:`steady_interval`):
+  so the slope is taken over a whole number of groups, from the arrival of the first group's
+  last batch (every worker has started by then) and (with two workers or more) before the
+  last group when the epoch is long enough (:func:`steady_interval`):
   ``r = B * sum_e n / sum_e (a_e[hi] - a_e[hi-n])`` over the measured epochs ``e``, where
   ``a_e[k]`` is when batch ``k`` reached the training loop, ``hi = S - 1 - w`` (the last group
   is the loader's drain; ``S - 1`` with 0-1 workers) and ``n`` is the largest multiple of
-  ``max(w, 1)`` not above ``hi - min(w, S // 2)`` (failing that, without the drain's skip,
-  then without the first group's). An epoch too short for one group gives ``r = S * B / T``
-  and no start cost;
+  ``max(w, 1)`` not above ``hi - min(max(w - 1, 0), S // 2)`` (failing that, without the
+  drain's skip, then from the first arrival). An epoch too short for one group gives
+  ``r = S * B / T`` and no start cost;
 * the **start cost** ``c`` (seconds per epoch): what an epoch costs beyond the steady state,
   ``c = mean_e(T_e) - S * B / r`` (worker start-up, the first batch's latency, the prefetch
   ramp, the drain and the worker shut-down at the end), never below 0.
@@ -56,15 +57,16 @@ def full_epoch_images(dataset_len: int, batch_size: int) -> int:
 def steady_interval(steps: int, num_workers: int) -> tuple[int, int]:
     """``(lo, hi)``: the steady rate is measured from the arrival of batch ``lo`` to that of
     batch ``hi``, ``n = hi - lo`` intervals, a whole number of groups of ``max(w, 1)``
-    (module doc). It leaves out the first group (the workers' start, the prefetch ramp) and,
-    with two workers or more, the last one: when the epoch's indices run out the loader
+    (module doc). It starts at the first group's last arrival, ``lo >= w - 1`` (before it:
+    the workers' start; from it on, every worker makes batch after batch) and, with two
+    workers or more, leaves out the last group: when the epoch's indices run out the loader
     drains, each of its last batches waiting for whichever worker holds it, so a slow read
     there costs the whole drain. Both ends are per-epoch costs, counted once per epoch in the
     start cost; with reads that vary a lot, counting the drain in the rate made short epochs
     look up to 23% slower than full ones. Shorter epochs keep the last group, then the first.
     ``n`` is 0 when an epoch is too short to measure one."""
     group = max(1, num_workers)
-    head = min(num_workers, steps // 2)
+    head = min(max(num_workers - 1, 0), steps // 2)
     tail = num_workers if num_workers >= 2 else 0
     for skip_head, skip_tail in ((head, tail), (head, 0), (0, 0)):
         hi = steps - 1 - skip_tail

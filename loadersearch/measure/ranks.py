@@ -308,7 +308,8 @@ def rank_main(rank: int, conns: list[Any], job: dict[str, Any]) -> None:
         conn.send((kind, data))
 
     try:
-        _run_rank(send, rank, int(job["world_size"]), wspec, config, plan)
+        started = float(job.get("started", time.monotonic()))
+        _run_rank(send, rank, int(job["world_size"]), wspec, config, plan, started)
     except BaseException as e:  # every failure becomes a classified message
         failure = rank_failure(rank, e, config, wspec, plan)
         try:
@@ -348,11 +349,12 @@ def _run_rank(
     wspec: WorkloadSpec,
     config: LoaderConfig,
     plan: MeasurePlan,
+    started: float,
 ) -> None:
     import torch
     import torch.distributed as dist
 
-    from loadersearch.measure.child import sizing_notes
+    from loadersearch.measure.child import finish_by, sizing_notes
     from loadersearch.measure.loop import run_loop
     from loadersearch.measure.probes import Probes
     from loadersearch.measure.projection import project
@@ -447,6 +449,7 @@ def _run_rank(
             barrier=barrier,
             agree=agree,
             on_extra=lambda n, precision: send("extra_epoch", n=n, precision=precision),
+            finish_by=finish_by(plan, started),
         )
     finally:
         probes.stop()
@@ -460,6 +463,8 @@ def _run_rank(
         warmup_s=record.warmup_s,
         epoch_steps=record.steps,
         extra_epochs=record.extra_epochs,
+        extend_bound=record.extend_bound,
+        extend_budget_s=record.extend_budget_s,
         steady_rate=proj.steady_rate,
         wait_fraction=sum(w.wait_s for w in windows) / seconds if seconds > 0 else 0.0,
         window_rates=[w.rate for w in windows],
@@ -628,6 +633,7 @@ class _Job:
         )
 
     def report_result(self) -> None:
+        from loadersearch.measure.child import PRECISION_NOTE, precision_note
         from loadersearch.measure.projection import epoch_time_precision, project, window_cv
 
         world = self.world_size
@@ -661,6 +667,16 @@ class _Job:
             return max(values) if values else None
 
         utils = [r["gpu_util_mean"] for r in ranks if r["gpu_util_mean"] is not None]
+        precision = epoch_time_precision(
+            epochs, self.config.batch_size * world, self.config.num_workers, self.full_images
+        )
+        # Each rank stopped adding epochs on its own figure; the job's (its merged epochs) is
+        # the one reported, so its note replaces the ranks' own.
+        notes = [
+            n for n in merge_notes([r["notes"] for r in res]) if not n.startswith(PRECISION_NOTE)
+        ]
+        bound = _Bound(res[0].get("extend_bound", ""), res[0].get("extend_budget_s", 0.0))
+        job_note = precision_note(precision, len(epochs), bound, self.plan)
         self._send(
             "result",
             steady_rate=proj.steady_rate,
@@ -671,9 +687,7 @@ class _Job:
             wait_fraction=statistics.fmean(r["wait_fraction"] for r in ranks),
             warmup_s=max(r["warmup_s"] for r in res),
             epoch_steps=res[0]["epoch_steps"],
-            precision=epoch_time_precision(
-                epochs, self.config.batch_size * world, self.config.num_workers, self.full_images
-            ),
+            precision=precision,
             extra_epochs=res[0].get("extra_epochs", 0),
             # The cap is per device: the largest rank's figure is the one to hold against it.
             peak_vram_bytes=peak("peak_vram_bytes"),
@@ -683,10 +697,18 @@ class _Job:
             peak_rss_bytes=job["peak_rss_bytes"],
             shm_peak_bytes=job["shm_peak_bytes"],
             nvml=res[0]["nvml"],
-            notes=merge_notes([r["notes"] for r in res]) + starving_ranks(ranks),
+            notes=notes + ([job_note] if job_note else []) + starving_ranks(ranks),
             ranks=ranks,
             **merge_cuda([r["cuda"] for r in res]),
         )
+
+
+@dataclass(frozen=True)
+class _Bound:
+    """What limited a rank's added epochs (as a LoopRecord says it), for the job's note."""
+
+    extend_bound: str
+    extend_budget_s: float
 
 
 def run_job(
@@ -696,11 +718,13 @@ def run_job(
     plan: MeasurePlan,
     *,
     world_size: int | None = None,
+    started: float | None = None,
 ) -> None:
     """Launch ``world_size`` (default ``wspec.gpus``) ranks, follow them, and write the single
     measuring child's messages on ``out``: one ready, the warm-ups, the job's windows, then a
     result or the first failure. Returns once reported; the caller's process group (ranks and
-    workers) is killed by the parent, as for one process."""
+    workers) is killed by the parent, as for one process. ``started``: when the measuring
+    process started (``time.monotonic()``; default now), for its time limit."""
     from multiprocessing.connection import wait
 
     import torch.multiprocessing as mp
@@ -722,6 +746,9 @@ def run_job(
         "config": config.to_dict(),
         "plan": plan.to_dict(),
         "world_size": world,
+        # time.monotonic() is the machine's one monotonic clock (Linux: CLOCK_MONOTONIC), so a
+        # rank can hold its added epochs to the launcher's time limit
+        "started": started if started is not None else time.monotonic(),
     }
     probes = Probes(None).start()
     job = _Job(out, world, config, plan, probes, env_notes)

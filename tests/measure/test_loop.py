@@ -3,6 +3,7 @@ epoch starts its iterator (workers) again, and every epoch draws the same images
 
 from __future__ import annotations
 
+import time
 from collections import namedtuple
 from dataclasses import dataclass, field
 from typing import Any
@@ -325,3 +326,41 @@ def test_ranks_extend_while_any_of_them_wants_to_and_all_have_the_time() -> None
     assert record.extra_epochs == 2
     # the length, then per pass (wants, fits): this rank wants its third epoch, then not
     assert calls[0] == 4 and calls[1:3] == [-1, 1] and calls[3] == 0 and len(calls) == 7
+
+
+def test_added_epochs_wait_at_the_planned_epochs_edges_so_they_are_timed_alike() -> None:
+    # A rank's barrier (and a CUDA sync) runs at every window edge of a planned epoch; an added
+    # epoch has no windows to send but must pause at the same points, or its time is another
+    # measurement's (on a GPU each edge idles the device).
+    events: list[Any] = []
+    workload = _Workload(dataset=_UnevenReads())
+    plan = MeasurePlan(epochs=2, steps=6, windows_per_epoch=3, warmup_epochs=1, warmup_steps=2,
+                       precision=0.99, extend_limit_s=60)  # fmt: skip
+    record = run_loop(workload, LoaderConfig(batch_size=2), plan, seed=1,
+                      barrier=lambda: events.append("edge"), before_epoch=events.append,
+                      on_window=lambda w: None, on_warmup=lambda e, s: None)  # fmt: skip
+    assert record.extra_epochs == 1
+    starts = [i for i, e in enumerate(events) if e != "edge"]
+    per_epoch = [b - a - 1 for a, b in zip(starts, starts[1:] + [len(events)], strict=True)]
+    assert per_epoch == [4, 4, 4]  # the start, 2 inner edges, the end: in every epoch
+
+
+def test_added_epochs_stop_at_the_measurements_time_limit_and_the_note_names_it() -> None:
+    from loadersearch.measure.child import precision_note
+
+    workload = _Workload(dataset=_UnevenReads())
+    plan = MeasurePlan(epochs=2, steps=4, windows_per_epoch=2, warmup_epochs=1, warmup_steps=2,
+                       precision=0.001, extend_limit_s=60)  # fmt: skip
+    record = run_loop(workload, LoaderConfig(batch_size=2), plan, seed=1,
+                      finish_by=time.monotonic(),  # no time left for any added epoch
+                      on_window=lambda w: None, on_warmup=lambda e, s: None)  # fmt: skip
+    assert record.extra_epochs == 0 and record.extend_bound == "the measurement's time limit"
+    note = precision_note(record.precision, len(record.epochs), record, plan)
+    assert "only 2 measured epochs fitted" in note and "raise the time limit" in note
+    assert "+/-0.1% asked for" in note
+    # the 3x cap is named as what it is, with advice that changes it (not extend_limit_s)
+    record.extend_bound, record.extend_budget_s = "3x the planned epochs' time", 0.6
+    note = precision_note(0.0549, 5, record, plan)
+    assert "+/-5.5%" in note and "0.6 s allowed for more epochs (3x the planned" in note
+    assert "extend_limit_s" not in note and "steps" in note
+    assert precision_note(0.0009, 5, record, plan) == ""  # known well enough: nothing to say

@@ -27,11 +27,13 @@ def test_full_epoch_drops_the_last_partial_batch():
 
 def test_steady_span_covers_whole_groups_of_workers_between_the_first_and_the_last():
     assert steady_span(6, 0) == 5  # no workers: every interval
-    assert steady_span(6, 1) == 4  # one worker: after its first batch, no drain
-    # 2 workers, 8 steps: skip the first group and the last (the drain): batches 3 to 5
-    assert steady_interval(8, 2) == (3, 5) and steady_span(8, 2) == 2
-    assert steady_interval(6, 2) == (3, 5)  # too short for both skips: the drain stays
-    assert steady_interval(40, 8) == (15, 31)  # 16 intervals = 2 groups, 8 skipped each end
+    assert steady_span(6, 1) == 5  # one worker: from its first batch on, no drain
+    # 2 workers, 8 steps: from the first group's last arrival (both workers have started) to
+    # the last group (the drain): batches 1 to 5
+    assert steady_interval(8, 2) == (1, 5) and steady_span(8, 2) == 4
+    assert steady_interval(5, 2) == (2, 4)  # too short for both skips: the drain stays
+    assert steady_interval(40, 8) == (7, 31)  # 24 intervals = 3 groups, 8 skipped at the end
+    assert steady_interval(10, 2) == (1, 7)  # 3 of the epoch's 5 groups
     assert steady_span(8, 8) == 0  # one group: nothing steady to measure
     assert steady_span(1, 0) == 0
 
