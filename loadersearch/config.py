@@ -28,6 +28,12 @@ CACHES = ("none", "ram", "memmap")
 PRUNERS = ("wilcoxon", "median", "none")
 SAMPLERS = ("structured", "tpe", "gp", "random")  # the first is the default (tabular benchmark)
 DEFAULT_PREFETCH = 2  # PyTorch's prefetch_factor when workers are used and none is given
+# How measure.projection turns short epochs into a full epoch's time, stored with each study
+# so that trials projected one way are not ranked against trials projected another: 1, the
+# steady rate from the second group of batches to the last (the loader's drain in the rate);
+# 2, from the first group's last arrival to the group before the drain (the drain and the
+# start are per-epoch costs).
+PROJECTION_METHOD = 2
 START_METHODS = ("fork", "forkserver", "spawn")  # how DataLoader workers are started
 # Python's own default on this platform (the first listed is the default, per its docs): what a
 # DataLoader without multiprocessing_context uses. Python 3.14 changes it to forkserver on Linux.
@@ -497,6 +503,7 @@ class MeasurePlan:
     # see the typical read, not the mean one. 0 = exactly ``epochs``.
     precision: float = 0.0
     extend_limit_s: float = 20.0
+    projection: int = PROJECTION_METHOD  # the projection's method (stored: see its comment)
     extra: dict[str, Any] = field(default_factory=dict)  # reserved for workload-specific knobs
 
     def __post_init__(self) -> None:

@@ -362,10 +362,18 @@ def _check_same_spec(study: optuna.Study, settings: StudySettings, url: str) -> 
             else:
                 diffs.append(f"{part}.{key}: stored {old!r}, now {new!r}")
     if diffs:
+        why = "results would be mixed"
+        if any(d.startswith("plan.projection:") for d in diffs):
+            why = (
+                "its trials' full epochs were projected by an older loadersearch, which counted "
+                "the loader's drain in the steady rate (up to 23% slower on uneven storage), so "
+                "new trials would not compare with them. Its results stay readable (report, "
+                "dashboard)"
+            )
         raise StudyError(
             f"study {study.study_name!r} already exists with a different spec ({'; '.join(diffs)}"
-            "); results would be mixed. Use the same options to resume it, or name a new study "
-            "with --study NAME."
+            f"); {why}. Use the same options to resume it, or name a new study with --study "
+            "NAME."
         )
     if changed:  # workers joining later follow this run's choice
         study.set_user_attr("spec", stored)
@@ -389,6 +397,8 @@ def _with_defaults(stored: dict[str, Any]) -> dict[str, Any]:
         # Stored before measurements were sized to the configuration: every epoch had the
         # plan's steps (in_flight_rounds 0), and the epoch time limit did not apply.
         out["plan"] = {**out["plan"], "in_flight_rounds": 0, "epoch_limit_s": None}
+    if "plan" in out and "projection" not in plan:
+        out["plan"] = {**out["plan"], "projection": 1}  # stored before the method was stored
     return out
 
 

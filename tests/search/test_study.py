@@ -208,3 +208,25 @@ def test_a_study_stored_before_sizing_resumes_only_with_fixed_epochs(tmp_path) -
     with pytest.raises(StudyError, match=r"plan.in_flight_rounds: stored 0, now 2"):
         open_study(settings(), host, create=True)
     assert open_study(settings(in_flight_rounds=0), host, create=True)[1]
+
+
+def test_a_study_projected_by_an_older_method_is_not_resumed_and_says_why(tmp_path) -> None:
+    from loadersearch.config import PROJECTION_METHOD
+    from loadersearch.hardware import Hardware
+    from loadersearch.search.settings import Overrides, resolve_settings
+    from loadersearch.search.study import open_study
+
+    host = Hardware(cpu_count=2, physical_cores=2)
+    storage = f"sqlite:///{tmp_path / 'old.db'}"
+    overrides = Overrides(study={"name": "old"}, workload={"kind": "emulated"})
+    settings = resolve_settings(None, overrides, hardware=host, storage=storage)
+    study, _ = open_study(settings, host, create=True)
+    assert study.user_attrs["spec"]["plan"]["projection"] == PROJECTION_METHOD == 2
+    old_spec = settings.spec_dict()
+    del old_spec["plan"]["projection"]
+    study.set_user_attr("spec", old_spec)  # what the loadersearch before the drain stored
+    stored = study.user_attrs["spec"]
+    with pytest.raises(StudyError, match=r"plan.projection: stored 1, now 2.*drain") as info:
+        open_study(settings, host, create=True)
+    assert "--study NAME" in str(info.value)
+    assert len(study.trials) == 0 and study.user_attrs["spec"] == stored  # nothing changed
