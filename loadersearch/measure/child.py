@@ -134,7 +134,7 @@ def run(out: TextIO, spec_json: str, ranks: int | None = None) -> int:
         config = LoaderConfig.from_dict(data["config"])
         plan = MeasurePlan.from_dict(data["plan"])
         if ranks or wspec.gpus > 1:  # one process per rank, this one their launcher
-            from loadersearch.measure.ranks import run_job
+            from loadersearch.measure.launcher import run_job
 
             world = ranks or wspec.gpus
             run_job(out, wspec, config, plan, world_size=world, started=started)

@@ -15,12 +15,11 @@ from helpers.procs import alive, measurement_processes
 
 from loadersearch.config import LoaderConfig, MeasurePlan, WorkloadSpec
 from loadersearch.measure import measure
-from loadersearch.measure.ranks import (
+from loadersearch.measure.rank_results import (
     RankFailure,
     first_failure,
     is_collective_error,
     job_epoch_images,
-    launch_env,
     merge_cuda,
     merge_epochs,
     merge_notes,
@@ -28,6 +27,7 @@ from loadersearch.measure.ranks import (
     paste_lines,
     starving_ranks,
 )
+from loadersearch.measure.ranks import launch_env
 from loadersearch.measure.result import (
     CRASH,
     ERROR,
