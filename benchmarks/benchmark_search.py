@@ -209,8 +209,8 @@ def describe(args: argparse.Namespace, setup: Setup, hardware: Any, argv: list[s
 
 def study_overhead(args: argparse.Namespace, setup: Setup) -> list[dict[str, Any]]:
     """(0) The cost of the study itself per trial, with 10/100/1000 trials pre-filled."""
+    from loadersearch.search.opening import make_pruner
     from loadersearch.search.sampler import DEFAULT_SAMPLER, make_sampler
-    from loadersearch.search.study import make_pruner
 
     if args.skip_overhead:
         return []

@@ -127,7 +127,8 @@ def replay_seed(
 ) -> list[dict[str, Any]]:
     """One seed of one method: a row per budget (answer, its true value, costs, trials)."""
     from loadersearch.search.objective import Objective, TrialCrash
-    from loadersearch.search.study import enqueue_baselines, make_pruner
+    from loadersearch.search.opening import make_pruner
+    from loadersearch.search.study import enqueue_baselines
 
     rng = random.Random(zlib.crc32(f"{method.name}:{seed}".encode()))
     account = Accounting()

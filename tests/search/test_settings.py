@@ -227,7 +227,7 @@ def test_unknown_keys_in_a_pipeline_table_are_named(tmp_path) -> None:
 
 
 def test_a_storage_latency_in_a_spec_file_is_read_and_described(tmp_path) -> None:
-    from loadersearch.search.study import describe_workload
+    from loadersearch.search.opening import describe_workload
 
     spec = tmp_path / "hdd.toml"
     spec.write_text('[workload]\nkind = "loader"\nemulated_io_ms = 20\n')

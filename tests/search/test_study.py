@@ -166,8 +166,8 @@ def test_the_probe_bounds_batch_sizes_by_the_emulated_cap(tiny_dataset: str, tmp
 
 def test_a_study_stored_before_a_spec_key_existed_resumes_with_its_default(tmp_path) -> None:
     from loadersearch.hardware import Hardware
+    from loadersearch.search.opening import open_study
     from loadersearch.search.settings import Overrides, resolve_settings
-    from loadersearch.search.study import open_study
 
     host = Hardware(cpu_count=2, physical_cores=2)
     storage = f"sqlite:///{tmp_path / 'old.db'}"
@@ -189,8 +189,8 @@ def test_a_study_stored_before_a_spec_key_existed_resumes_with_its_default(tmp_p
 
 def test_a_study_stored_before_sizing_resumes_only_with_fixed_epochs(tmp_path) -> None:
     from loadersearch.hardware import Hardware
+    from loadersearch.search.opening import open_study
     from loadersearch.search.settings import Overrides, resolve_settings
-    from loadersearch.search.study import open_study
 
     host = Hardware(cpu_count=2, physical_cores=2)
     storage = f"sqlite:///{tmp_path / 'old.db'}"
@@ -213,8 +213,8 @@ def test_a_study_stored_before_sizing_resumes_only_with_fixed_epochs(tmp_path) -
 def test_a_study_projected_by_an_older_method_is_not_resumed_and_says_why(tmp_path) -> None:
     from loadersearch.config import PROJECTION_METHOD
     from loadersearch.hardware import Hardware
+    from loadersearch.search.opening import open_study
     from loadersearch.search.settings import Overrides, resolve_settings
-    from loadersearch.search.study import open_study
 
     host = Hardware(cpu_count=2, physical_cores=2)
     storage = f"sqlite:///{tmp_path / 'old.db'}"
