@@ -8,14 +8,14 @@ what-ifs and a timeline per measurement); :func:`write_outputs` writes it as JSO
 
 from __future__ import annotations
 
-from loadersearch.diagnose.diagnosis import (
+from loadersearch.diagnose.diagnosis import diagnose
+from loadersearch.diagnose.findings import (
     COMPUTE,
     FETCH,
     PREP,
     Diagnosis,
     Measurement,
     Remedy,
-    diagnose,
 )
 from loadersearch.diagnose.timeline import Sampler, Timeline
 

@@ -14,7 +14,7 @@ import os
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from loadersearch.diagnose.diagnosis import Diagnosis, Measurement
+    from loadersearch.diagnose.findings import Diagnosis, Measurement
     from loadersearch.diagnose.timeline import Timeline
 
 logger = logging.getLogger(__name__)
@@ -272,7 +272,7 @@ def pair_record(d: Diagnosis) -> dict | None:
 def pair_png(record: dict, path: str) -> str:
     """The stored pair (:func:`pair_record`) drawn as :func:`timeline_png` draws it."""
     from loadersearch.config import LoaderConfig
-    from loadersearch.diagnose.diagnosis import Measurement
+    from loadersearch.diagnose.findings import Measurement
     from loadersearch.diagnose.timeline import Timeline
 
     ms = []

@@ -8,7 +8,8 @@ import pytest
 
 from loadersearch.config import LoaderConfig, MeasurePlan, WorkloadSpec
 from loadersearch.diagnose import COMPUTE, FETCH, PREP, Diagnosis, Measurement, diagnose
-from loadersearch.diagnose.diagnosis import _verdict, knee, scaling_ladder, stall_shares
+from loadersearch.diagnose.findings import knee, scaling_ladder, stall_shares
+from loadersearch.diagnose.verdict import _verdict
 
 PLAN = MeasurePlan(epochs=2, steps=3, windows_per_epoch=1, warmup_steps=1, timeout_s=120)
 
