@@ -43,7 +43,7 @@ from typing import Any
 
 from loadersearch.config import WorkloadSpec
 from loadersearch.errors import LoaderSearchError, ResourceLimitError
-from loadersearch.limits import limit_problem
+from loadersearch.limits import address_space_problem, limit_problem
 
 logger = logging.getLogger(__name__)
 
@@ -158,6 +158,10 @@ class ForkServer:
                 )
             said = str(msg.get("error") or "") if msg else ""
             limit = limit_problem(said, aborted=code is not None and code < 0)
+            if not limit and not said and code not in (None, 0):
+                # It died before it could say why (glibc: "cannot allocate memory for
+                # thread-local data", exit 127): under an address-space limit, that limit.
+                limit = address_space_problem("it died while loading")
             if limit:  # a process limit, not a bug: named with its fix
                 raise ResourceLimitError(f"the measurement fork server could not start: {limit}.")
             raise ForkServerError(
