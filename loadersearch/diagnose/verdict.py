@@ -45,9 +45,10 @@ def _verdict(d: Diagnosis) -> None:
         return
     d.shares = stall_shares(c, w, cold)
     m = d.measurements
-    d.noise = {"prep": max(STALL_THRESHOLD, noise(m["ceiling"], m["warm"]))}
+    base = cold or w  # the shares are of this time per image
+    d.noise = {"prep": max(STALL_THRESHOLD, share_noise(m["ceiling"], m["warm"], base))}
     if cold:
-        d.noise["fetch"] = max(STALL_THRESHOLD, noise(m["warm"], m["cold"]))
+        d.noise["fetch"] = max(STALL_THRESHOLD, share_noise(m["warm"], m["cold"], base))
     # The loop's own data-wait, measured inside each run, must agree: a rate difference
     # between two runs with hardly any waiting is the machine's load changing between them.
     waited = {"prep": m["warm"].wait_fraction}
@@ -79,11 +80,25 @@ def _verdict(d: Diagnosis) -> None:
     )
 
 
+def _relative_se(m: Measurement) -> float:
+    """A measured rate's relative standard error: its window CV over the root of its windows."""
+    return m.window_cv / math.sqrt(m.windows) if m.windows else m.window_cv
+
+
+def share_noise(faster: Measurement, slower: Measurement, base_rate: float) -> float:
+    """Two standard errors of a stall's share, ``(1/slower - 1/faster) * base_rate`` (of the
+    time per image at ``base_rate``), from each rate's relative error. A rate far above the
+    others (a ceiling of 1,000 img/s beside a pipeline of 70) barely moves the share however
+    noisy its short windows are: its error counts in proportion to its time per image."""
+    a = _relative_se(faster) * base_rate / faster.rate
+    b = _relative_se(slower) * base_rate / slower.rate
+    return 2.0 * math.sqrt(a**2 + b**2)
+
+
 def noise(a: Measurement, b: Measurement) -> float:
     """Two standard errors of the relative difference of two measured rates (each rate's
     relative error: its window CV over the square root of its windows)."""
-    se = [m.window_cv / math.sqrt(m.windows) if m.windows else m.window_cv for m in (a, b)]
-    return 2.0 * math.sqrt(se[0] ** 2 + se[1] ** 2)
+    return 2.0 * math.sqrt(_relative_se(a) ** 2 + _relative_se(b) ** 2)
 
 
 def _remedies(

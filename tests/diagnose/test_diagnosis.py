@@ -4,6 +4,8 @@ step says whether the eviction worked."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from loadersearch.config import LoaderConfig, MeasurePlan, WorkloadSpec
@@ -124,6 +126,17 @@ def test_a_noisy_difference_is_not_called_a_stall():
     _verdict(d)
     assert d.verdict == COMPUTE
     assert any("within the noise" in n for n in d.notes)
+
+
+def test_a_noisy_ceiling_far_above_the_pipeline_does_not_hide_its_prep_stall():
+    # CI, a prep-bound case: ceiling 1,018 img/s from windows of a few milliseconds (CV 50%),
+    # warm 71, cold 47. The ceiling's noise moves the prep share (61% of the cold time per
+    # image) by under 2 points; as a plain relative difference it was +/-71% and hid it.
+    ceiling = dataclasses.replace(_hand("ceiling", 1018, 0.0, cv=0.5), windows=2)
+    d = _hand_diagnosis(ceiling, _hand("warm", 71, 0.9), _hand("cold", 47, 0.93))
+    _verdict(d)
+    assert d.verdict == PREP and d.shares["prep"] > d.shares["fetch"] > 0.3
+    assert d.noise["prep"] < 0.15
 
 
 def test_fetch_needs_more_waiting_per_image_cold_than_warm():
