@@ -155,6 +155,23 @@ def test_a_worker_refuses_a_study_that_does_not_exist_listing_those_that_do(
     assert "Traceback" not in out
 
 
+def _blocked_on_a_lock(pid: int) -> bool:
+    """Whether ``pid`` or one of its descendants waits for a file lock (``/proc/locks`` lists
+    a waiter as ``N: -> FLOCK ADVISORY WRITE PID ...``)."""
+    try:
+        tree = {pid} | {c.pid for c in psutil.Process(pid).children(recursive=True)}
+    except psutil.NoSuchProcess:
+        return False
+    with open("/proc/locks") as f:
+        for line in f:
+            parts = line.split()
+            if "->" in parts:
+                at = parts.index("->")
+                if len(parts) > at + 4 and parts[at + 4].isdigit() and int(parts[at + 4]) in tree:
+                    return True
+    return False
+
+
 def test_a_second_run_on_the_same_host_does_not_measure_while_the_first_does(
     shared_url, study_name, tiny_dataset, env, monkeypatch
 ):
@@ -172,6 +189,9 @@ def test_a_second_run_on_the_same_host_does_not_measure_while_the_first_does(
         _wait_for(
             lambda: len(_study(shared_url, study_name).trials) == 2, what="the waiting trial"
         )
+        # ... and blocks on the lock (not merely on its way to it: released before it got
+        # there, it would not wait at all and say nothing).
+        _wait_for(lambda: _blocked_on_a_lock(waiting.pid), what="the worker blocked on the lock")
         assert waiting.poll() is None  # still waiting
         later = _study(shared_url, study_name).trials[1:]
         assert later, "the waiting worker created no trial"
