@@ -186,11 +186,13 @@ def measure(
 
 
 def _stderr_tail(log) -> str:  # noqa: ANN001 - a binary file object
+    # pread, not seek and read: the child writes through the same open file (one offset), and
+    # this is read while it runs (FD_HANG_S), so moving the offset could misplace its writes.
     try:
-        log.seek(0, os.SEEK_END)
-        size = log.tell()
-        log.seek(max(0, size - 4000))
-        return log.read().decode("utf-8", "replace")
+        fd = log.fileno()
+        size = os.fstat(fd).st_size
+        start = max(0, size - 4000)
+        return os.pread(fd, size - start, start).decode("utf-8", "replace")
     except (OSError, ValueError):
         return ""
 
