@@ -41,17 +41,19 @@ _RAISE = {
 }
 
 
-def precision_note(precision: float | None, epochs: int, record: Any, plan: MeasurePlan) -> str:
+def precision_note(
+    precision: float | None, epochs: int, plan: MeasurePlan, bound: str = "", budget_s: float = 0.0
+) -> str:
     """What a result must say when its projected epoch time is known less well than the plan
-    asks (``precision`` of ``epochs`` measured epochs; ``record``: the loop's
-    :class:`~loadersearch.measure.loop.LoopRecord`, which says what limited the added epochs),
-    or "" when it is known well enough."""
+    asks (``precision`` of ``epochs`` measured epochs; ``bound`` and ``budget_s``: the limit
+    that set the added epochs' seconds, as the loop's LoopRecord says it), or "" when it is
+    known well enough."""
     from loadersearch.measure.loop import MIN_EPOCHS_FOR_PRECISION
 
     if not plan.precision or precision is None or precision <= plan.precision:
         return ""
-    bound = getattr(record, "extend_bound", "") or "extend_limit_s"
-    budget = getattr(record, "extend_budget_s", 0.0) or plan.extend_limit_s
+    bound = bound or "extend_limit_s"
+    budget = budget_s or plan.extend_limit_s
     fix = _RAISE.get(bound, "measure longer epochs (steps) or more of them (epochs)")
     if epochs < MIN_EPOCHS_FOR_PRECISION:
         why = (
@@ -81,7 +83,9 @@ def sizing_notes(record: Any, plan: MeasurePlan, config: LoaderConfig) -> list[s
             f"epoch time limit ({plan.epoch_limit_s:g} s at the warm-up's rate): the steady "
             "part may still include the prefetch ramp (raise epoch_limit_s)"
         )
-    note = precision_note(record.precision, len(record.epochs), record, plan)
+    note = precision_note(
+        record.precision, len(record.epochs), plan, record.extend_bound, record.extend_budget_s
+    )
     if note:
         notes.append(note)
     if record.steps > 1 and steady_span(record.steps, config.num_workers) == 0:

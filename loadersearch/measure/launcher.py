@@ -12,7 +12,6 @@ import logging
 import os
 import statistics
 import time
-from dataclasses import dataclass
 from typing import Any, TextIO
 
 from loadersearch.config import LoaderConfig, MeasurePlan, WorkloadSpec
@@ -210,8 +209,13 @@ class _Job:
         notes = [
             n for n in merge_notes([r["notes"] for r in res]) if not n.startswith(PRECISION_NOTE)
         ]
-        bound = _Bound(res[0].get("extend_bound", ""), res[0].get("extend_budget_s", 0.0))
-        job_note = precision_note(precision, len(epochs), bound, self.plan)
+        job_note = precision_note(
+            precision,
+            len(epochs),
+            self.plan,
+            res[0].get("extend_bound", ""),
+            res[0].get("extend_budget_s", 0.0),
+        )
         self._send(
             "result",
             steady_rate=proj.steady_rate,
@@ -236,14 +240,6 @@ class _Job:
             ranks=ranks,
             **merge_cuda([r["cuda"] for r in res]),
         )
-
-
-@dataclass(frozen=True)
-class _Bound:
-    """What limited a rank's added epochs (as a LoopRecord says it), for the job's note."""
-
-    extend_bound: str
-    extend_budget_s: float
 
 
 def run_job(

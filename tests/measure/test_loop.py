@@ -355,12 +355,14 @@ def test_added_epochs_stop_at_the_measurements_time_limit_and_the_note_names_it(
                       finish_by=time.monotonic(),  # no time left for any added epoch
                       on_window=lambda w: None, on_warmup=lambda e, s: None)  # fmt: skip
     assert record.extra_epochs == 0 and record.extend_bound == "the measurement's time limit"
-    note = precision_note(record.precision, len(record.epochs), record, plan)
+    note = precision_note(
+        record.precision, len(record.epochs), plan, record.extend_bound, record.extend_budget_s
+    )
     assert "only 2 measured epochs fitted" in note and "raise the time limit" in note
     assert "+/-0.1% asked for" in note
     # the 3x cap is named as what it is, with advice that changes it (not extend_limit_s)
-    record.extend_bound, record.extend_budget_s = "3x the planned epochs' time", 0.6
-    note = precision_note(0.0549, 5, record, plan)
+    bound = "3x the planned epochs' time"
+    note = precision_note(0.0549, 5, plan, bound, 0.6)
     assert "+/-5.5%" in note and "0.6 s allowed for more epochs (3x the planned" in note
     assert "extend_limit_s" not in note and "steps" in note
-    assert precision_note(0.0009, 5, record, plan) == ""  # known well enough: nothing to say
+    assert precision_note(0.0009, 5, plan, bound, 0.6) == ""  # known well enough: nothing to say
