@@ -18,6 +18,15 @@ TINY_IMAGES = 16
 TINY_SEED = 7
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """The suite takes a host-lock directory of its own: a study a user is running on this
+    machine holds the machine-wide lock, and a test must neither wait on it nor disturb it.
+    (The lock's own tests set theirs per test; two test runs never share one either.)"""
+    import tempfile
+
+    os.environ["LOADERSEARCH_LOCK_DIR"] = tempfile.mkdtemp(prefix="loadersearch-test-locks-")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Tests marked ``cuda`` need a CUDA device: skipped (never deleted) where there is none;
     scripts/gpu_acceptance.sh runs them on a GPU machine."""
