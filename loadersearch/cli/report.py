@@ -221,8 +221,12 @@ def report(
     importance = importances(study)
     if importance.values:
         console.print(f"Parameter importance, {importance.describe()}", soft_wrap=True)
+        console.print(importance.verdict(), soft_wrap=True)
         for name, value in importance.values.items():
-            console.print(f"  {name:<20} {value:6.3f}")
+            interval = importance.interval_text(name)
+            console.print(
+                f"  {name:<20} {value:6.3f}" + (f"  (90%: {interval})" if interval else "")
+            )
     else:
         console.print(f"Parameter importance: not enough trials yet ({importance.describe()})")
     render_summary(summary, storage=storage)

@@ -170,7 +170,8 @@ def study_note(summary: Summary, importance: Importance) -> str:
     parts.append("### Parameter importance")
     if importance.values:
         parts.append(
-            f'{importance.describe()} The card "{importance_title(importance)}" shows it; '
+            f"{importance.verdict()} {importance.describe()} "
+            f'The card "{importance_title(importance)}" shows it with 90% intervals; '
             "the dashboard's own importance chart counts every COMPLETE trial, repeats and "
             "infeasible ones included, and may rank the knobs differently."
         )
