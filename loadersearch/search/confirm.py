@@ -1,5 +1,5 @@
 """Against the winner's curse: the best of N noisy trials is biased upward, so re-measure the
-finalists (the top 3 configurations and the best baseline) interleaved, A B C D A B C D ...,
+finalists (the top 3 configurations and every measured baseline) interleaved, A B C D A B C D ...,
 so that slow drifts of the machine hit every finalist alike, and name the winner by median.
 
 The measurements are stored in the study user attribute "confirmation" (see
@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from loadersearch.config import LoaderConfig
 from loadersearch.measure.result import OK, MeasureResult
+from loadersearch.search.baselines import baseline_names
 from loadersearch.search.objective import Objective, result_attrs
 from loadersearch.search.progress import Progress
 from loadersearch.search.space import config_from_params
@@ -70,23 +71,50 @@ def trial_config(trial: optuna.trial.FrozenTrial, space_fixed: dict[str, Any]) -
 def finalists(
     study: optuna.Study, space_fixed: dict[str, Any], k: int = TOP_K
 ) -> list[dict[str, Any]]:
-    """The top ``k`` distinct configurations and the best baseline (if not already among
-    them), as dicts with trial number, label, config and baseline name."""
+    """The top ``k`` distinct configurations and every baseline the answer quotes (each
+    measured one: complete, or pruned), as dicts with trial number, label, config and
+    baseline name. A baseline is re-measured beside the finalists rather than quoted from its
+    trial: a pruned trial's window mean, or a trial measured at a busier moment, is not a rate
+    to compare the winner's confirmation with."""
     chosen: dict[LoaderConfig, dict[str, Any]] = {}
-    ranked = feasible_complete(study)
-    for t in ranked:
+    for t in feasible_complete(study):
         config = trial_config(t, space_fixed)
         if config not in chosen and len(chosen) < k:
             chosen[config] = _candidate(t, config)
-    baselines = [t for t in ranked if t.user_attrs.get("baseline")]
-    if baselines:
-        best = baselines[0]
-        config = trial_config(best, space_fixed)
+    for t in quoted_baselines(study):
+        config = trial_config(t, space_fixed)
         if config in chosen:
-            chosen[config]["baseline"] = best.user_attrs["baseline"]
+            names = baseline_names(chosen[config]["baseline"])
+            names += [n for n in baseline_names(t.user_attrs["baseline"]) if n not in names]
+            chosen[config]["baseline"] = "+".join(names)
         else:
-            chosen[config] = _candidate(best, config)
+            chosen[config] = _candidate(t, config)
     return list(chosen.values())
+
+
+def quoted_baselines(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
+    """Each baseline's trial that measured it, best first: its last trial that did not fail
+    (a baseline stopped by Ctrl-C or a bad sample is queued again), when that one finished
+    feasible or was pruned after some windows. Infeasible and failed baselines have no rate."""
+    from optuna.trial import TrialState
+
+    last: dict[str, optuna.trial.FrozenTrial] = {}
+    for t in study.get_trials(deepcopy=False):
+        name = t.user_attrs.get("baseline")
+        if name and (t.state != TrialState.FAIL or name not in last):
+            last[name] = t
+    quoted = [
+        t
+        for t in last.values()
+        if (
+            t.state == TrialState.COMPLETE
+            and t.user_attrs.get("feasible", True)
+            and t.value is not None
+            and t.value > 0
+        )
+        or (t.state == TrialState.PRUNED and t.intermediate_values)
+    ]
+    return sorted(quoted, key=lambda t: t.value if t.value is not None else 0.0, reverse=True)
 
 
 def _candidate(trial: optuna.trial.FrozenTrial, config: LoaderConfig) -> dict[str, Any]:
