@@ -19,6 +19,7 @@ from loadersearch.report import (
     cache_line,
     duration,
     epoch_time,
+    inconclusive_note,
     machine_load,
     winner_evidence,
 )
@@ -99,6 +100,9 @@ def render_summary(
         f"\n[bold green]Winner[/] (trial {w.trial}): {w.config.label()}: "
         f"{winner_evidence(w)}{label}"
     )
+    caveat = inconclusive_note(w)
+    if caveat:
+        console.print(f"[bold yellow]{caveat}[/]", soft_wrap=True)
     epoch = epoch_time(summary)
     if epoch:
         console.print(epoch)
@@ -112,10 +116,16 @@ def render_summary(
         for b in summary.baselines:
             table.add_row(*baseline_cells(b))
         console.print(table)
-        console.print(
-            "[dim]The baseline among the finalists was re-measured with the winner; the "
-            "others' rates are their trial values.[/]"
-        )
+        if all(b.source == "confirmation" for b in summary.baselines if b.rate):
+            console.print(
+                "[dim]Every baseline was re-measured in the same interleaved rounds as the "
+                "winner.[/]"
+            )
+        else:
+            console.print(
+                "[dim]The baselines among the finalists were re-measured with the winner; the "
+                "others' rates are their trial values (no confirmation yet).[/]"
+            )
     if summary.cache is not None and summary.cache.mode != "none":
         console.print(
             f"\nThe winner reads its images from the {summary.cache.mode} cache: the line below "
@@ -308,6 +318,7 @@ def best(study_name: str | None, storage: str | None, fmt: str) -> None:
                     "dataloader_kwargs": w.config.dataloader_kwargs(),
                     "images_per_s": w.rate,
                     "confirmed": w.confirmed,
+                    "inconclusive": w.inconclusive,
                     "spread": w.spread,
                     "trial": w.trial,
                     "emulated": summary.emulated,

@@ -23,6 +23,7 @@ from loadersearch.report._format import (
     cache_line,
     duration,
     epoch_time,
+    inconclusive_note,
     machine_load,
     winner_evidence,
 )
@@ -60,6 +61,7 @@ __all__ = [
     "trial_hooks",
     "window_artifact_hook",
     "winner_evidence",
+    "inconclusive_note",
     "write_plots",
     "write_report",
 ]

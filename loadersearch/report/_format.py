@@ -27,9 +27,22 @@ def winner_evidence(w: Winner) -> str:
     if not w.confirmed:
         return f"{w.rate:.1f} img/s (best trial, not confirmed)"
     spread = f", spread {w.spread:.1%}" if w.spread is not None else ""
+    caveat = f"; INCONCLUSIVE: {w.busy_rounds} busy round(s)" if w.inconclusive else ""
     return (
         f"{w.rate:.1f} img/s (median of {w.rounds} interleaved re-measurements, "
-        f"{w.low:.1f}..{w.high:.1f}{spread})"
+        f"{w.low:.1f}..{w.high:.1f}{spread}{caveat})"
+    )
+
+
+def inconclusive_note(w: Winner) -> str | None:
+    """Why a confirmed answer is not settled, and what settles it; None when it is."""
+    if not w.inconclusive:
+        return None
+    return (
+        f"Inconclusive: {w.busy_rounds} of {w.rounds} confirmation rounds were measured while "
+        f"other processes kept the machine busy (waited {w.waited_quiet_s:.0f} s for a quiet "
+        "moment). This is the best-supported configuration, not a settled answer: run the "
+        "same command again at a quiet moment and the finalists are confirmed again."
     )
 
 

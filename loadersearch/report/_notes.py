@@ -43,6 +43,7 @@ from loadersearch.report._format import (
     epoch_time,
     finalist_cells,
     finalist_header,
+    inconclusive_note,
     machine,
     noise,
     probe,
@@ -137,6 +138,9 @@ def study_note(summary: Summary, importance: Importance) -> str:
         f"**{winner_evidence(w)}**, trial {w.trial}. {summary.description}.",
         f"```python\n{answer_python(summary)}\n```",
     ]
+    caveat = inconclusive_note(w)
+    if caveat:
+        parts.insert(2, f"**{caveat}**")
     epoch = epoch_time(summary)
     if epoch:
         parts.append(sentence(epoch))

@@ -44,6 +44,14 @@ class Winner:
     rounds: int = 0
     epoch_time_s: float | None = None  # projected seconds of one full epoch
     trial_value: float | None = None  # the single trial measurement (Optuna's "best" value)
+    # confirmation rounds kept although the machine was busy (no quiet moment came in time):
+    # the winner is then the best-supported configuration, not a settled answer
+    busy_rounds: int = 0
+    waited_quiet_s: float = 0.0
+
+    @property
+    def inconclusive(self) -> bool:
+        return self.busy_rounds > 0
 
 
 @dataclass
@@ -207,6 +215,8 @@ def _winner(
             spread=best["spread"],
             rounds=confirmation["rounds"],
             trial_value=best.get("trial_value"),
+            busy_rounds=int(confirmation.get("busy_rounds") or 0),
+            waited_quiet_s=float(confirmation.get("waited_quiet_s") or 0.0),
         )
     elif ranked:
         t = ranked[0]

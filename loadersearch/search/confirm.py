@@ -8,6 +8,7 @@ The measurements are stored in the study user attribute "confirmation" (see
 
 from __future__ import annotations
 
+import os
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -133,17 +134,90 @@ def remeasure_interleaved(
     *,
     rounds: int,
     on_result: Callable[[int, LoaderConfig, MeasureResult], None] | None = None,
+    quiet: QuietWait | None = None,
 ) -> dict[LoaderConfig, list[float]]:
     """Measure every configuration ``rounds`` times, A B C A B C ..., so that a slow drift of
-    the machine hits each alike; the value of a failed measurement is 0."""
+    the machine hits each alike; the value of a failed measurement is 0.
+
+    With ``quiet``, a round in which any measurement was busy (others' CPU use above the busy
+    share) is measured again once the machine is quiet, as long as ``quiet`` may still wait;
+    the busy round's values are dropped then (``on_result`` saw them, marked busy)."""
     values: dict[LoaderConfig, list[float]] = {c: [] for c in configs}
     for round_ in range(rounds):
-        for config in configs:
-            result = measure_one(config)
+        while True:
+            results = [(config, measure_one(config)) for config in configs]
+            for config, result in results:
+                if on_result:
+                    on_result(round_, config, result)
+            busy = any(result.busy_host for _, result in results)
+            if not busy or quiet is None or not quiet.wait():
+                break
+        if busy and quiet is not None:
+            quiet.busy_rounds += 1
+        for config, result in results:
             values[config].append(float(result.objective) if result.status == OK else 0.0)
-            if on_result:
-                on_result(round_, config, result)
     return values
+
+
+QUIET_WAIT_ENV = "LOADERSEARCH_QUIET_WAIT_S"
+QUIET_WAIT_S = 300.0  # the longest a confirmation waits for quiet, in all
+QUIET_SAMPLE_S = 2.0  # the span over which the machine's load is read while waiting
+
+
+def quiet_wait_limit() -> float:
+    """``$LOADERSEARCH_QUIET_WAIT_S`` (0 = never wait) or :data:`QUIET_WAIT_S`."""
+    text = os.environ.get(QUIET_WAIT_ENV)
+    if text is None or not text.strip():
+        return QUIET_WAIT_S
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if value < 0:
+        raise ValueError(
+            f"{QUIET_WAIT_ENV}={text!r} is not a number of seconds; give how long the "
+            f"confirmation may wait for a quiet machine (e.g. {QUIET_WAIT_S:.0f}, or 0)"
+        )
+    return value
+
+
+class QuietWait:
+    """The confirmation's budget of waiting for a quiet machine: :meth:`wait` reads the
+    machine's outside load every :data:`QUIET_SAMPLE_S` seconds until it is below the busy
+    share (True) or the budget is spent (False)."""
+
+    def __init__(self, limit_s: float, notice: Callable[[str], None] | None = None) -> None:
+        self.limit_s = limit_s
+        self.waited_s = 0.0
+        self.busy_rounds = 0  # rounds kept although busy: the budget was spent
+        self.notice = notice or (lambda text: None)
+
+    def wait(self) -> bool:
+        from loadersearch.measure.hostload import HostLoadMeter, busy_share
+
+        left = self.limit_s - self.waited_s
+        if left <= 0:
+            return False
+        self.notice(
+            f"a confirmation round was measured while other processes used more than "
+            f"{busy_share():.0%} of the CPUs: waiting for a quieter moment to measure it again "
+            f"(up to {left:.0f} s more)"
+        )
+        meter = HostLoadMeter()
+        while self.waited_s < self.limit_s:
+            span = min(QUIET_SAMPLE_S, self.limit_s - self.waited_s)
+            meter.start()
+            time.sleep(span)  # the span the load is read over, not a guess at a condition
+            load = meter.stop()
+            self.waited_s += span
+            if load is not None and not load.busy():
+                self.notice(f"quiet again ({load.describe()}): measuring the round again")
+                return True
+        self.notice(
+            f"the machine stayed busy for {self.waited_s:.0f} s: the confirmation keeps its "
+            "busy rounds and its answer is inconclusive"
+        )
+        return False
 
 
 def confirm_study(
@@ -177,8 +251,9 @@ def confirm_study(
         )
         progress.confirm_step(cand["label"], round_, result)
 
+    quiet = QuietWait(quiet_wait_limit(), progress.notice)
     values = remeasure_interleaved(
-        list(by_config), objective.measure, rounds=rounds, on_result=record
+        list(by_config), objective.measure, rounds=rounds, on_result=record, quiet=quiet
     )
     for config, cand in by_config.items():
         cand.update(_spread(values[config]))
@@ -191,6 +266,11 @@ def confirm_study(
         "candidates": candidates,
         "measurements": measurements,
         "winner": winner["trial"],
+        "waited_quiet_s": round(quiet.waited_s, 1),
+        # rounds kept although the machine was busy: the answer is then the best-supported
+        # configuration, not a settled one
+        "busy_rounds": quiet.busy_rounds,
+        "inconclusive": quiet.busy_rounds > 0,
     }
     study.set_user_attr(CONFIRMATION_ATTR, confirmation)
     return confirmation
@@ -215,10 +295,13 @@ def _finished(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
 
 
 def confirmation_is_current(study: optuna.Study, rounds: int) -> bool:
-    """Whether the stored confirmation already covers every finished trial of the study."""
+    """Whether the stored confirmation already covers every finished trial of the study. An
+    inconclusive one (measured on a machine that never quieted) is never current: the next
+    run confirms again."""
     stored = study.user_attrs.get(CONFIRMATION_ATTR)
     return bool(
         stored
+        and not stored.get("inconclusive")
         and stored.get("rounds") == rounds
         and stored.get("finished_trials") == len(_finished(study))
     )
