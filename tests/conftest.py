@@ -29,6 +29,9 @@ def pytest_configure(config: pytest.Config) -> None:
     import tempfile
 
     os.environ["LOADERSEARCH_LOCK_DIR"] = tempfile.mkdtemp(prefix="loadersearch-test-locks-")
+    # A confirmation round measured while other work shares the machine (another test run, a
+    # user's study) would wait up to 5 minutes for quiet: the tests that wait set their own.
+    os.environ["LOADERSEARCH_QUIET_WAIT_S"] = "0"
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
