@@ -306,6 +306,8 @@ class Objective:
             return float(result.objective)
         if result.status == PRUNED:
             self._crashes = 0
+            if result.busy_host:
+                self.requeue_busy_pruned(trial, config)
             raise optuna.TrialPruned(f"pruned after {len(result.windows)} windows")
         if result.status == INFEASIBLE or (
             result.status == ERROR and result.reason == INVALID_CONFIG
@@ -384,6 +386,25 @@ class Objective:
             if after is not None:
                 after(result)
             return result
+
+    def requeue_busy_pruned(self, trial: optuna.Trial, config: LoaderConfig) -> None:
+        """A trial pruned while the machine was busy lost against rates measured at quieter
+        moments: that is no verdict on its configuration. Queue it once more (its baseline
+        name too), unless it is itself such a second try or the machine stays busy (then the
+        second try would be busy as well). The new trial counts against the budget."""
+        if trial.user_attrs.get("requeued_from") is not None:
+            return
+        if self._futile_remeasures >= MAX_FUTILE_REMEASURES:
+            return
+        attrs: dict[str, Any] = {"requeued_from": trial.number}
+        if trial.user_attrs.get("baseline"):
+            attrs["baseline"] = trial.user_attrs["baseline"]
+        trial.study.enqueue_trial(dict(trial.params), user_attrs=attrs)
+        trial.set_user_attr("requeued_busy", True)
+        self.progress.notice(
+            f"trial {trial.number} ({config.label()}) was pruned while the machine was busy: "
+            "that is no verdict on it, so it is queued to be measured again"
+        )
 
     def remeasure_busy(self, trial: int, config: LoaderConfig, first: MeasureResult
                        ) -> MeasureResult:  # fmt: skip
