@@ -21,6 +21,7 @@ _COMMANDS = [
     ("loadersearch.cli.diagnose", "diagnose"),
     ("loadersearch.cli.run", "run"),
     ("loadersearch.cli.worker", "worker"),
+    ("loadersearch.cli.confirm", "confirm"),
     ("loadersearch.cli.report", "report"),
     ("loadersearch.cli.report", "best"),
     ("loadersearch.cli.dashboard", "dashboard"),

@@ -211,6 +211,7 @@ def run_study(
     *,
     create: bool = True,
     confirm: bool = True,
+    reconfirm: bool = False,
     measure_fn: MeasureFn | None = None,
     progress: Progress | None = None,
     hardware: Hardware | None = None,
@@ -225,7 +226,8 @@ def run_study(
 
     ``create=True`` (``loadersearch run``) creates the study or resumes it after checking that
     its stored spec is ``settings``'; ``create=False`` (a worker) only joins an existing study,
-    with the settings :func:`join_study` read from it."""
+    with the settings :func:`join_study` read from it. ``reconfirm=True`` (``loadersearch
+    confirm``) runs no trial and confirms the finalists again, current confirmation or not."""
     from loadersearch.measure.forkserver import serving
 
     # One fork server for every measurement of the run (probe, trials, confirmation): each
@@ -235,6 +237,7 @@ def run_study(
             settings,
             create=create,
             confirm=confirm,
+            reconfirm=reconfirm,
             measure_fn=measure_fn,
             progress=progress,
             hardware=hardware,
@@ -248,6 +251,7 @@ def _run_study(
     *,
     create: bool,
     confirm: bool,
+    reconfirm: bool,
     measure_fn: MeasureFn | None,
     progress: Progress | None,
     hardware: Hardware | None,
@@ -350,7 +354,7 @@ def _run_study(
     def report_end(study_: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
         progress.trial_end(trial, {"finished": finished_trials(study_)})
 
-    if before < settings.trials:
+    if before < settings.trials and not reconfirm:
         # The budget is the study's total, shared exactly by every worker on every machine.
         optimize_to_total(
             study,
@@ -365,8 +369,8 @@ def _run_study(
         raise NothingFeasibleError(nothing)
 
     confirmation = study.user_attrs.get("confirmation")
-    if confirm and settings.confirm_rounds > 0:
-        if not confirmation_is_current(study, settings.confirm_rounds):
+    if (confirm or reconfirm) and settings.confirm_rounds > 0:
+        if reconfirm or not confirmation_is_current(study, settings.confirm_rounds):
             confirmation = confirm_study(
                 study, objective, rounds=settings.confirm_rounds, progress=progress
             )
