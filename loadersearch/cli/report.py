@@ -21,6 +21,7 @@ from loadersearch.report import (
     epoch_time,
     inconclusive_note,
     machine_load,
+    settled_line,
     winner_evidence,
 )
 
@@ -86,6 +87,9 @@ def render_summary(
     if elapsed_s is not None:
         head += f" in {duration(elapsed_s)}"
     console.print(head)
+    settled = settled_line(summary)
+    if settled:
+        console.print(settled[0].upper() + settled[1:])
     if probe:
         console.print(probe)
     if summary.pruning["saved_s"]:
@@ -319,6 +323,7 @@ def best(study_name: str | None, storage: str | None, fmt: str) -> None:
                     "images_per_s": w.rate,
                     "confirmed": w.confirmed,
                     "inconclusive": w.inconclusive,
+                    "settled": summary.settled,
                     "spread": w.spread,
                     "trial": w.trial,
                     "emulated": summary.emulated,

@@ -25,6 +25,7 @@ from loadersearch.report._format import (
     epoch_time,
     inconclusive_note,
     machine_load,
+    settled_line,
     winner_evidence,
 )
 from loadersearch.report._html import write_report
@@ -62,6 +63,7 @@ __all__ = [
     "window_artifact_hook",
     "winner_evidence",
     "inconclusive_note",
+    "settled_line",
     "write_plots",
     "write_report",
 ]

@@ -113,6 +113,7 @@ class Summary:
     finished: int = 0  # finished (complete, infeasible or pruned) trials now
     gpus: int = 1  # ranks of the measured DDP job; the answer is per rank
     cache: CacheAnswer | None = None  # the winner reads its images from a cache
+    settled: dict[str, Any] | None = None  # when the study stopped before its cap (settle)
 
     @property
     def confirmation_current(self) -> bool:
@@ -167,6 +168,7 @@ def summarize(study: optuna.Study) -> Summary:
         confirmed_after=confirmation.get("finished_trials") if confirmation else None,
         finished=counts[COMPLETE] + counts[INFEASIBLE] + counts[PRUNED],
         cache=_cache_answer(attrs, winner, ranked, fixed, dataset_images),
+        settled=attrs.get("settled") or None,
     )
 
 

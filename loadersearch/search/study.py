@@ -61,6 +61,7 @@ from loadersearch.search.settings import (
     resolved_workload,
     uses_cuda,
 )
+from loadersearch.search.settle import SETTLE_ATTR, settle_check
 from loadersearch.search.space import SearchSpace, SpaceError
 
 if TYPE_CHECKING:
@@ -337,6 +338,8 @@ def _run_study(
         study.sampler = make_sampler(settings.sampler, space, settings.seed, gpu=gpu)
         if create and study.user_attrs.get("sampler") != settings.sampler:
             study.set_user_attr("sampler", settings.sampler)  # the one workers use
+        if create and study.user_attrs.get(SETTLE_ATTR, True) != settings.settle:
+            study.set_user_attr(SETTLE_ATTR, settings.settle)  # workers follow the creator
         if settings.baselines:
             enqueue_baselines(study, space, hardware, gpu=gpu, ranks=settings.workload.gpus)
         elif create and "baselines" not in study.user_attrs:
@@ -355,13 +358,15 @@ def _run_study(
         progress.trial_end(trial, {"finished": finished_trials(study_)})
 
     if before < settings.trials and not reconfirm:
-        # The budget is the study's total, shared exactly by every worker on every machine.
+        # The budget is the study's total, shared exactly by every worker on every machine;
+        # a cap, when the answer settles before it.
         optimize_to_total(
             study,
             objective,
             settings.trials,
             catch=(TrialCrash,),
             callbacks=[*callbacks, report_end],
+            settle=settle_check(study, settings.trials, space, enabled=settings.settle),
         )
     ran = finished_trials(study) - before
     nothing = nothing_feasible(study, settings)
