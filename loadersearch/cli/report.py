@@ -21,6 +21,8 @@ from loadersearch.report import (
     epoch_time,
     inconclusive_note,
     machine_load,
+    phase_line,
+    phase_rows,
     settled_line,
     winner_evidence,
 )
@@ -232,6 +234,15 @@ def report(
             _row_note(r),
         )
     console.print(table)
+    rows = phase_rows(summary)
+    if rows:
+        phases = Table(title="Where the trials' time went", title_justify="left")
+        for col in ("phase", "time", "share"):
+            phases.add_column(col)
+        for row in rows:
+            phases.add_row(*row)
+        console.print(phases)
+        console.print(phase_line(summary))
     importance = importances(study)
     if importance.values:
         console.print(f"Parameter importance, {importance.describe()}", soft_wrap=True)

@@ -25,6 +25,8 @@ from loadersearch.report._format import (
     epoch_time,
     inconclusive_note,
     machine_load,
+    phase_line,
+    phase_rows,
     settled_line,
     winner_evidence,
 )
@@ -64,6 +66,8 @@ __all__ = [
     "winner_evidence",
     "inconclusive_note",
     "settled_line",
+    "phase_line",
+    "phase_rows",
     "write_plots",
     "write_report",
 ]

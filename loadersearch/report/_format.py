@@ -156,6 +156,41 @@ def machine_load(summary: Summary) -> str | None:
     return text
 
 
+PHASE_NAMES = {
+    "start": "process start",
+    "build": "dataset, loader and model build",
+    "warmup": "warm-up (not measured)",
+    "planned": "planned measured epochs",
+    "extra": "epochs added for the precision",
+    "teardown": "teardown",
+    "storage": "storage and notes",
+}
+
+
+def phase_rows(summary: Summary) -> list[list[str]]:
+    """Where the trials' time went: phase, seconds, share of the whole."""
+    total = sum(summary.phases.values())
+    if total <= 0:
+        return []
+    return [
+        [PHASE_NAMES.get(name, name), duration(seconds), f"{seconds / total:.0%}"]
+        for name, seconds in summary.phases.items()
+    ]
+
+
+def phase_line(summary: Summary) -> str | None:
+    """``trials took 2.1x the time of the epochs they measured``; None without phases."""
+    p = summary.phases
+    measured = p.get("planned", 0.0) + p.get("extra", 0.0)
+    total = sum(p.values())
+    if measured <= 0:
+        return None
+    return (
+        f"the trials took {total / measured:.1f}x the time of the epochs they measured "
+        f"({duration(total)} for {duration(measured)} of measured epochs)"
+    )
+
+
 def settled_line(summary: Summary) -> str | None:
     """``settled after 17 trials: 23 not needed (~12.0 min saved)``; None when the study did
     not stop before its cap."""
@@ -184,6 +219,9 @@ def cost(summary: Summary) -> str:
     settled = settled_line(summary)
     if settled:
         text += f" The study {settled}."
+    phases = phase_line(summary)
+    if phases:
+        text += f" In all, {phases}."
     if summary.pruning["saved_s"]:
         text += (
             f" Pruning saved about {duration(summary.pruning['saved_s'])} "

@@ -192,6 +192,8 @@ def result_attrs(result: MeasureResult) -> dict[str, Any]:
         "wall_s": r(result.wall_s, 2),
         "windows_done": done,
         "measured_s": r(measured, 3),
+        # where wall_s went: start, build, warmup, planned, extra, teardown (measure.result)
+        "phases": {k: r(v, 2) for k, v in result.phases.items()},
         # Per window, the share the loop waited for data (the rates are the trial's
         # intermediate values): what the report and the trial's note draw.
         "window_wait": [r(window_wait(w), 3) for w in result.windows],
