@@ -10,6 +10,7 @@ that parser cannot read is masked more widely, never less.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from collections.abc import Iterable, Mapping
@@ -78,7 +79,7 @@ def _read(url: str) -> tuple[URL | None, bool]:
         parsed: URL | None = make_url(url)
     except Exception:
         parsed = None
-    if parsed is not None and (parsed.password is None or _plausible(parsed, url)):
+    if parsed is not None and (parsed.password is None or _plausible(url)):
         return parsed, False
     scheme, sep, rest = url.partition("://")
     user, colon, tail = rest.partition(":")
@@ -88,29 +89,26 @@ def _read(url: str) -> tuple[URL | None, bool]:
         if char != "@" or i == tail.find("@"):  # the first '@' is SQLAlchemy's own reading
             continue
         password = quote(unquote(tail[:i]), safe="")
+        text = f"{scheme}://{user}:{password}@{tail[i + 1 :]}"
+        if not _plausible(text):
+            continue
         try:
-            text = f"{scheme}://{user}:{password}@{tail[i + 1 :]}"
-            candidate = make_url(text)
+            return make_url(text), True
         except Exception:
             continue
-        if _plausible(candidate, text):
-            return candidate, True
     return None, False
 
 
-def _plausible(parsed: URL, text: str) -> bool:
-    """Whether ``parsed``, SQLAlchemy's reading of ``text``, reads like a URL someone wrote:
-    no ``@`` in its host or database (a tail of the password would be there) and a query of
-    ``name=value`` pairs as written (SQLAlchemy drops a part without ``=``)."""
-    query = text.partition("://")[2].partition("@")[2].partition("?")[2]
-    return (
-        "@" not in (parsed.host or "")
-        and "@" not in (parsed.database or "")
-        and all(re.match(r"[\w.-]+=", part) for part in query.split("&") if part)
-    )
+def _plausible(text: str) -> bool:
+    """Whether SQLAlchemy's reading of ``text`` is what its writer meant: no ``@`` after the
+    one that ends the user-info (but in the query's values), where a tail of the password
+    would be, and a query of ``name=value`` pairs (SQLAlchemy drops a part without ``=``)."""
+    place, _, query = text.partition("://")[2].partition("@")[2].partition("?")
+    return "@" not in place and all(re.match(r"[\w.-]+=", p) for p in query.split("&") if p)
 
 
-def _split(url: str) -> tuple[str, list[str]]:
+@functools.lru_cache(maxsize=64)  # the log filter asks on every line
+def _split(url: str) -> tuple[str, tuple[str, ...]]:
     """(``url`` as shown, the secrets it holds, longest first)."""
     parsed, unencoded_at = _read(url)
     if parsed is None:
@@ -124,7 +122,7 @@ def _split(url: str) -> tuple[str, list[str]]:
             secrets += [v for v in (value if isinstance(value, tuple) else (value,)) if v]
             query[key] = _PLACEHOLDER
     if not secrets:
-        return url, []  # as the user wrote it
+        return url, ()  # as the user wrote it
     shown = parsed.set(query=query).render_as_string(hide_password=True)
     return shown.replace(f"={_PLACEHOLDER}", f"={MASK}"), _longest_first(secrets)
 
@@ -137,12 +135,13 @@ def check_url(url: str) -> None:
     if _read(url)[1]:
         raise StorageError(
             f"the password in the storage URL {redact_url(url)} holds an unencoded '@', which "
-            "ends it early (its tail would be taken for the host); write '@' as %40 (in "
-            "Python: urllib.parse.quote(password, safe='') encodes every special character)."
+            "ends it early (its tail would be taken for the host); write '@' as %40 there "
+            "(and in a database name); urllib.parse.quote(password, safe='') encodes every "
+            "special character."
         )
 
 
-def _split_unparsed(url: str) -> tuple[str, list[str]]:
+def _split_unparsed(url: str) -> tuple[str, tuple[str, ...]]:
     """:func:`_split` for a string SQLAlchemy cannot parse: everything between ``://`` and
     the last ``@`` is hidden, and the value of every secret-looking ``key=value``."""
     secrets: list[str] = []
@@ -163,8 +162,8 @@ def _split_unparsed(url: str) -> tuple[str, list[str]]:
     return shown, _longest_first(s for s in secrets if s)
 
 
-def _longest_first(secrets: Iterable[str]) -> list[str]:
-    return sorted(set(secrets), key=len, reverse=True)
+def _longest_first(secrets: Iterable[str]) -> tuple[str, ...]:
+    return tuple(sorted(set(secrets), key=len, reverse=True))
 
 
 def redact_url(url: str) -> str:

@@ -98,6 +98,25 @@ def test_a_url_without_secrets_is_shown_as_written() -> None:
         assert redact_url(url) == url
 
 
+def test_only_a_password_s_unencoded_at_is_refused() -> None:
+    from loadersearch.errors import StorageError
+    from loadersearch.storage._url import check_url
+
+    for url in (
+        f"postgresql+psycopg://postgres:{AT_PW}@127.0.0.1:5432/s",
+        f"mysql+pymysql://root:{AT_PW}@127.0.0.1/s?charset=utf8mb4",
+    ):
+        with pytest.raises(StorageError, match="unencoded '@'") as info:
+            check_url(url)
+        assert not _leaks(str(info.value)) and "%40" in str(info.value)
+    for url in (  # an '@' SQLAlchemy reads as meant: encoded, in a user name, in a value
+        "postgresql+psycopg://postgres:At%40Secret55@127.0.0.1:5432/s",
+        "postgresql+psycopg://me@corp:pw@127.0.0.1:5432/s",
+        "postgresql+psycopg://u:pw@127.0.0.1:5432/my%40db?application_name=me@host",
+    ):
+        check_url(url)
+
+
 # ------------------------------------------------------------------------ every command
 
 
