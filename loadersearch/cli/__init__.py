@@ -162,6 +162,8 @@ def cli(ctx: click.Context, debug: bool) -> None:
         if _SCRUB not in handler.filters:
             handler.addFilter(_SCRUB)
     optimize_log = logging.getLogger("optuna.study._optimize")  # Optuna's own, by name
+    # Optuna's lines go to its own handler, not the root's: its trial failures quote errors
+    optimize_log.addFilter(_SCRUB)
     if debug:
         optimize_log.removeFilter(_QUIET)
     else:

@@ -300,3 +300,20 @@ def test_a_refused_url_is_one_line_without_its_password_with_or_without_debug(
                 if "unencoded" in what:
                     assert "unencoded '@'" in errors[0] and "%40" in errors[0], context
             assert codes == [2, 2], f"{name} ({what}): exit codes {codes}"
+
+
+def test_a_log_line_quoting_a_resolved_url_or_its_password_is_scrubbed() -> None:
+    from loadersearch.cli import _SCRUB
+    from loadersearch.storage import resolve_storage_url
+
+    url = resolve_storage_url(f"postgresql+psycopg://u:{USER_PW}@db/s?password={QUERY_PW}")
+    try:
+        raise RuntimeError(f"driver said: bad password {QUERY_PW}")
+    except RuntimeError:
+        exc_info = sys.exc_info()
+    record = logging.LogRecord(
+        "optuna", logging.WARNING, __file__, 1, "%s: %s", (url, USER_PW), exc_info
+    )
+    assert _SCRUB.filter(record)
+    assert logging.Formatter().format(record).count("***") >= 3
+    assert not _leaks(logging.Formatter().format(record))
