@@ -25,6 +25,7 @@ from loadersearch.storage._sqlite import (
     use_sqlite_wal,
 )
 from loadersearch.storage._url import (
+    check_url,
     first_line,
     redact_url,
     resolve_storage_url,
@@ -61,6 +62,7 @@ def open_storage(
     from optuna.storages import RetryHeartbeatStaleTrialCallback
 
     url = resolve_storage_url(url)
+    check_url(url)
     path = sqlite_path(url)
     if path is not None:
         directory = os.path.dirname(path)
@@ -169,6 +171,7 @@ def open_existing_storage(url: str | None = None) -> optuna.storages.RDBStorage:
     does not exist, or a database without Optuna's tables, is refused with
     :class:`StudyError` and left as it was."""
     url = resolve_storage_url(url)
+    check_url(url)
     path = sqlite_path(url)
     if path is not None and not os.path.isfile(path):
         raise StudyError(
