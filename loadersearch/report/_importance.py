@@ -43,7 +43,7 @@ _logger = logging.getLogger(__name__)
 
 EVALUATOR = "PED-ANOVA"
 MIN_TOP = 3  # configurations in PED-ANOVA's top set, at least (see target_quantile)
-BOOTSTRAP_ROUNDS = 200
+BOOTSTRAP_ROUNDS = 100
 BOOTSTRAP_SEED = 0  # fixed: the report and the dashboard card must show the same intervals
 SUBSAMPLE = 0.8  # the share of the configurations in each resample
 STANDS_OUT = 0.8  # share of the bootstrap's rounds in which the top knob must rank first
@@ -195,8 +195,7 @@ def _quiet_optuna() -> Iterator[None]:
 def _memory_study(rows: list[tuple[optuna.trial.FrozenTrial, float, list[int]]]) -> optuna.Study:
     import optuna
 
-    with _quiet_optuna():
-        memory = optuna.create_study(direction="maximize")
+    memory = optuna.create_study(direction="maximize")
     memory.add_trials(
         [
             optuna.trial.create_trial(
@@ -234,7 +233,7 @@ def _ped_anova(memory: optuna.Study) -> dict[str, float]:
     n = len(memory.get_trials(deepcopy=False))
     evaluator = optuna.importance.PedAnovaImportanceEvaluator(target_quantile=target_quantile(n))
 
-    with warnings.catch_warnings(), _quiet_optuna():
+    with warnings.catch_warnings():
         # PED-ANOVA warns about conditional knobs seen in few trials; the report names the
         # trials, which says enough.
         warnings.simplefilter("ignore", UserWarning)
@@ -246,6 +245,13 @@ def _bootstrap(
 ) -> tuple[dict[str, tuple[float, float]], dict[str, float]]:
     """Each knob's middle 90% of importances over resampled configurations, each value drawn
     within its noise, and the share of the rounds that ranked it first."""
+    with _quiet_optuna():
+        return _resample(groups, means, noises)
+
+
+def _resample(
+    groups: list[list[optuna.trial.FrozenTrial]], means: list[float], noises: list[float]
+) -> tuple[dict[str, tuple[float, float]], dict[str, float]]:
     rng = random.Random(BOOTSTRAP_SEED)
     draws: dict[str, list[float]] = {}
     firsts: dict[str, int] = {}
@@ -284,7 +290,8 @@ def _quantiles(values: list[float]) -> tuple[float, float]:
 def importances(study: optuna.Study) -> Importance:
     """Parameter importance on the study's distinct finished configurations (empty when too
     few to tell), with its bootstrap intervals and whether the settings matter at all."""
-    memory, used, left_out = importance_study(study)
+    with _quiet_optuna():
+        memory, used, left_out = importance_study(study)
     result = Importance(values={}, trials=used, left_out=left_out)
     if len(used) < 2:
         return result
