@@ -421,32 +421,39 @@ def join_study(
 
     url = resolve_storage_url(storage)
     rdb = open_existing_storage(url)  # read-only: a wrong --storage creates nothing
-    studies = {s.study_name: s._study_id for s in rdb.get_all_studies()}
-    if study_name not in studies:
-        names = sorted(studies)
-        listed = ", ".join(names[:20]) + (", ..." if len(names) > 20 else "") or "none"
-        raise StudyError(
-            f"no study named {study_name!r} in {redact_url(url)} (studies there: {listed}). "
-            "A worker only joins a study: create it first with `loadersearch run --study "
-            f"{study_name} --storage URL --trials N`, or check --storage."
+    try:
+        studies = {s.study_name: s._study_id for s in rdb.get_all_studies()}
+        if study_name not in studies:
+            names = sorted(studies)
+            listed = ", ".join(names[:20]) + (", ..." if len(names) > 20 else "") or "none"
+            raise StudyError(
+                f"no study named {study_name!r} in {redact_url(url)} (studies there: "
+                f"{listed}). A worker only joins a study: create it first with `loadersearch "
+                f"run --study {study_name} --storage URL --trials N`, or check --storage."
+            )
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        study = optuna.load_study(study_name=study_name, storage=rdb)
+        total = trials or study.user_attrs.get("trials")
+        if not total:
+            raise StudyError(
+                f"study {study_name!r} does not record its total number of trials; pass "
+                "--trials N (the total over every machine)."
+            )
+        # A worker adds nothing to the study: the creator enqueued the baselines (or chose
+        # not to) and stored the batch-size probe.
+        settings = settings_from_study(
+            study,
+            trials=int(total),
+            storage=url,
+            allow_mixed_hardware=allow_mixed_hardware,
+            baselines=False,
+            probe=False,
         )
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    study = optuna.load_study(study_name=study_name, storage=rdb)
-    total = trials or study.user_attrs.get("trials")
-    if not total:
-        raise StudyError(
-            f"study {study_name!r} does not record its total number of trials; pass --trials N "
-            "(the total over every machine)."
-        )
-    # A worker adds nothing to the study: the creator enqueued the baselines (or chose not
-    # to) and stored the batch-size probe.
-    settings = settings_from_study(
-        study,
-        trials=int(total),
-        storage=url,
-        allow_mixed_hardware=allow_mixed_hardware,
-        baselines=False,
-        probe=False,
-    )
-    hosts = [*study_hosts(rdb, studies[study_name]), host_name()]
-    return settings, storage_warnings(url, hosts)
+        hosts = [*study_hosts(rdb, studies[study_name]), host_name()]
+        return settings, storage_warnings(url, hosts)
+    finally:
+        # Only the spec is read here; the run opens its own storage. Left open, this pool's
+        # connections would stay idle on the server for the whole run: two of every
+        # worker's four, which a Slurm array of 32 workers multiplies past PostgreSQL's
+        # default max_connections (benchmarks/bench_shared_study.py).
+        rdb.engine.dispose()
