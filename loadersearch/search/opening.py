@@ -383,7 +383,8 @@ def settings_from_study(
     """Rebuild the settings stored in a study (for a worker joining it). A stored pipeline is
     someone else's data until shown to be the user's code: it passes
     :func:`loadersearch.workload.refs.admit_stored` under ``trust`` (default: modules under the
-    working directory only), its references shown with ``show`` before any is imported."""
+    working directory only), its references shown with ``show`` before any is imported. The
+    stored cache directory is not used: this machine's own default is."""
     from loadersearch.workload.refs import PipelineTrust, admit_stored
 
     problems = foreign_study_problems(study)
@@ -396,6 +397,10 @@ def settings_from_study(
     workload = WorkloadSpec.from_dict(spec["workload"])
     if workload.pipeline is not None:
         admit_stored(workload.pipeline, trust or PipelineTrust(), source, show)
+    # Where a memmap cache is written is this machine's choice ($LOADERSEARCH_CACHE_DIR, its
+    # default), not the database's: a stored directory would let the database choose where a
+    # worker writes the decoded pixels of the dataset it names.
+    workload = dataclasses.replace(workload, cache_dir=None)
     base = StudySettings(
         workload=workload,
         plan=MeasurePlan.from_dict(spec["plan"]),

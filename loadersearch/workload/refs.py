@@ -325,6 +325,9 @@ INSTALLED = "installed"  # an installed package (site-packages, loadersearch its
 TRUSTED = "trusted"  # under the working directory or a --pipeline-path directory
 ELSEWHERE = "elsewhere"  # found on the path, outside those directories
 MISSING = "missing"  # not found on this machine's path
+# PyTorch's own loss classes as the loss (``torch.nn:CrossEntropyLoss``, the README's example):
+# installed, but what they do with JSON arguments is build a loss, so no flag is needed.
+TORCH_LOSS = "torch-loss"
 
 
 @dataclass(frozen=True)
@@ -358,7 +361,7 @@ class StoredRef:
     ref: str
     kwargs: dict[str, Any]
     where: str | None  # the module's file (a namespace package's directory), None: not found
-    kind: str  # STDLIB, INSTALLED, TRUSTED, ELSEWHERE or MISSING
+    kind: str  # STDLIB, INSTALLED, TRUSTED, ELSEWHERE, MISSING or TORCH_LOSS
 
     def call(self) -> str:
         """``module:callable(key=value, ...)``: what the measuring process calls."""
@@ -386,6 +389,8 @@ def locate_stored(pipeline: PipelineSpec, trust: PipelineTrust) -> list[StoredRe
         # the worst place decides: the package's __init__ runs as well as the module
         order = (STDLIB, MISSING, ELSEWHERE, INSTALLED, TRUSTED)
         kind = min(kinds, key=order.index)
+        if part == "loss" and kind == INSTALLED and (module + ".").startswith("torch.nn."):
+            kind = TORCH_LOSS  # checked to be one once imported (admit_stored)
         where = places[-1] if places else None
         out.append(StoredRef(part, ref, getattr(pipeline, f"{part}_kwargs"), where, kind))
     return out
@@ -428,6 +433,8 @@ def admit_stored(
                 "your module."
             )
         kind = STDLIB if _is_stdlib_name(name) else _kind(name, path, trust)
+        if s.kind == TORCH_LOSS and _is_torch_loss(obj):
+            kind = TORCH_LOSS
         defined = StoredRef(s.part, s.ref, s.kwargs, path, kind)
         _refuse(defined, trust, source, f"{path or 'built in'}: {name} defines it")
     return stored
@@ -447,7 +454,7 @@ def _refuse(s: StoredRef, trust: PipelineTrust, source: str, where: str) -> None
             "even with --trust-pipeline: this study's pipeline is not yours; start your own "
             "with `loadersearch run`."
         )
-    if s.kind == TRUSTED or (trust.everything and s.kind in (INSTALLED, ELSEWHERE)):
+    if s.kind in (TRUSTED, TORCH_LOSS) or (trust.everything and s.kind in (INSTALLED, ELSEWHERE)):
         return
     if s.kind == MISSING:
         raise PipelineError(
@@ -461,6 +468,19 @@ def _refuse(s: StoredRef, trust: PipelineTrust, source: str, where: str) -> None
         "from the working directory or a --pipeline-path directory; run from the directory "
         "that holds it, add --pipeline-path DIR, or pass --trust-pipeline if you trust "
         "whoever can write to this database."
+    )
+
+
+def _is_torch_loss(obj: Any) -> bool:
+    """Whether ``obj`` is one of PyTorch's loss classes (a subclass of torch.nn's ``_Loss``
+    defined in torch.nn.modules.loss)."""
+    losses = sys.modules.get("torch.nn.modules.loss")
+    base = getattr(losses, "_Loss", None)
+    return (
+        isinstance(obj, type)
+        and base is not None
+        and issubclass(obj, base)
+        and obj.__module__ == "torch.nn.modules.loss"
     )
 
 

@@ -263,3 +263,23 @@ def test_diagnose_measures_the_study_s_own_pipeline_and_stores_only_that(pipelin
     assert d["workload"]["pipeline"]["dataset_kwargs"] == {"n": 32, "size": 8}
     pair = optuna.load_study(study_name=STUDY, storage=url).user_attrs["diagnosis_pair"]
     assert pair["summary"] == d["summary"]
+
+
+def test_a_worker_writes_its_cache_where_its_machine_says_not_the_database(tmp_path):
+    import dataclasses
+
+    from search_helpers import quick_settings
+
+    from loadersearch.config import WorkloadSpec
+    from loadersearch.hardware import fingerprint
+    from loadersearch.search.opening import open_study
+    from loadersearch.search.study import join_study
+
+    theirs = str(tmp_path / "their-choice")
+    workload = WorkloadSpec(kind="emulated", cache="memmap", cache_dir=theirs)
+    settings = dataclasses.replace(quick_settings(tmp_path), workload=workload)
+    open_study(settings, fingerprint(), create=True)
+    stored = optuna.load_study(study_name="t", storage=settings.storage).user_attrs["spec"]
+    assert stored["workload"]["cache_dir"] == theirs
+    joined, _ = join_study("t", settings.storage, trials=3, allow_mixed_hardware=False)
+    assert joined.workload.cache == "memmap" and joined.workload.cache_dir is None
