@@ -134,7 +134,6 @@ def test_a_worker_runs_no_standard_library_callable_a_database_names(pipeline_db
         line = _one_error_line(out)
         assert "os:system(command='touch PWNED')" in line and "standard library" in line
         assert not (tmp_path / "PWNED").exists()
-    assert "a harmless description" not in out
 
 
 @pytest.mark.parametrize(
@@ -182,6 +181,9 @@ def test_a_worker_imports_a_module_outside_its_directory_only_from_a_named_one(
     assert code == 0, out
     assert f"dataset {mark}:make_dataset(n=16) from {elsewhere / mark}.py" in out
     assert out.index(f"{mark}:make_dataset(n=16)") < out.index("DataLoader(")
+    # the progress line too says what runs, not the study's free-text description
+    described = f"trials finished; your pipeline (emulated workload): dataset {mark}:make_dataset"
+    assert f"{described}(n=16)" in out
     assert (elsewhere / "IMPORTED").exists()
     trials = optuna.load_study(study_name=STUDY, storage=url).get_trials()
     assert [t.user_attrs.get("dataset_images") for t in trials][-1] == 16
