@@ -231,8 +231,14 @@ def _main_module_name(obj: Any, part: str, qualname: str) -> str:
 
 
 def _site_paths() -> set[str]:
-    """The directories installed packages are imported from (site-packages)."""
-    paths = {sysconfig.get_paths().get(key) for key in ("purelib", "platlib")}
+    """The directories installed packages are imported from (site-packages), the base
+    interpreter's too (a venv with system site packages)."""
+    base = {"base": sys.base_prefix, "platbase": sys.base_exec_prefix}
+    paths = {
+        scheme.get(key)
+        for scheme in (sysconfig.get_paths(), sysconfig.get_paths(vars=base))
+        for key in ("purelib", "platlib")
+    }
     with contextlib.suppress(AttributeError):
         paths.update(site.getsitepackages())
     with contextlib.suppress(AttributeError):
