@@ -117,13 +117,13 @@ def _free_port() -> int:
 
 
 @contextmanager
-def dashboard_server(storage: str) -> Iterator[str]:
-    """``loadersearch dashboard`` on ``storage`` in a real process; yields its base URL once
-    it answers, stops it afterwards."""
+def dashboard_server(storage: str, **popen: Any) -> Iterator[str]:
+    """``loadersearch dashboard`` on ``storage`` in a real process (``popen``: e.g. its cwd
+    and env); yields its base URL once it answers, stops it afterwards."""
     port = _free_port()
     cmd = [sys.executable, "-m", "loadersearch", "dashboard", "--storage", storage,
            "--port", str(port)]  # fmt: skip
-    server = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    server = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, **popen)
     base = f"http://127.0.0.1:{port}"
 
     def up() -> bool:

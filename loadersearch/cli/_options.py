@@ -51,6 +51,17 @@ no_wait_option = click.option(
 )
 
 
+def pipeline_trust(opts: dict[str, Any]) -> Any:
+    """The :class:`~loadersearch.workload.refs.PipelineTrust` of ``--pipeline-path`` and
+    ``--trust-pipeline``, removed from ``opts``."""
+    from loadersearch.workload.refs import PipelineTrust
+
+    return PipelineTrust(
+        paths=tuple(opts.pop("pipeline_paths", ()) or ()),
+        everything=bool(opts.pop("trust_pipeline", False)),
+    )
+
+
 class SizeType(click.ParamType):
     """A size such as 6GiB, 6G or 6000MiB (see :func:`loadersearch.config.parse_size`)."""
 
@@ -93,6 +104,28 @@ def _apply(options: list[Callable]) -> Callable:
 
     return decorate
 
+
+pipeline_trust_options = _apply(
+    [
+        click.option(
+            "--pipeline-path",
+            "pipeline_paths",
+            multiple=True,
+            type=click.Path(exists=True, file_okay=False),
+            metavar="DIR",
+            help="A directory whose modules a study's stored pipeline may import, besides the "
+            "working directory (a database holds data, not code: its references are imported "
+            "only from your own code). Repeatable.",
+        ),
+        click.option(
+            "--trust-pipeline",
+            is_flag=True,
+            help="Import the study's stored pipeline from wherever it resolves, installed "
+            "packages too (never the standard library): only for a database you trust, since "
+            "whoever writes to it chooses what runs. Prints what it trusts.",
+        ),
+    ]
+)
 
 # What a measurement trains on (WorkloadSpec), shared by run and bench. Every default is None
 # ("not given"): a study spec file or WorkloadSpec's own default applies.

@@ -129,9 +129,12 @@ class PlainProgress(_Tracker):
     ) -> None:
         super().study_ready(study, resumed=resumed, finished=finished, target=target)
         verb = "resuming" if resumed else "created"
+        # open_study describes what this process measures (the stored text is free text)
+        described = getattr(study, "described", None)
+        described = described or study.user_attrs.get("workload_description", "")
         self._echo(
             f"study {study.study_name}: {verb}, {finished} of {target} trials finished; "
-            f"{study.user_attrs.get('workload_description', '')}"
+            f"{described}"
         )
 
     def probe_step(self, batch: int, fits: bool, detail: str) -> None:

@@ -13,12 +13,14 @@ from loadersearch.cli._options import (
     WORKLOAD_KEYS,
     given,
     pipeline_given,
+    pipeline_trust,
+    pipeline_trust_options,
     plan_options,
     storage_option,
     study_option,
     workload_options,
 )
-from loadersearch.config import LoaderConfig, MeasurePlan, WorkloadSpec
+from loadersearch.config import LoaderConfig, MeasurePlan, PipelineSpec, WorkloadSpec
 from loadersearch.errors import LoaderSearchError
 
 _LOADER_KEYS = ("num_workers", "batch_size", "pin_memory", "prefetch_factor", "persistent_workers")
@@ -45,6 +47,7 @@ error; 2 invalid options; 130 Ctrl-C (the measuring processes are killed first).
 @study_option("The study whose confirmed winner (and workload) is diagnosed, when no loader "
               "option is given (default: the only study in the storage).")  # fmt: skip
 @storage_option
+@pipeline_trust_options
 @plan_options
 @click.option(
     "--max-workers",
@@ -103,6 +106,11 @@ def diagnose(
     --target-rate), RAM a cache of the dataset would need. Timelines (data-wait per step, CPU
     per core, disk reads, GPU utilisation via NVML) are written to --out as PNG and HTML.
 
+    A study of your own pipeline is diagnosed on that pipeline: its references are shown and
+    imported only from modules under the working directory or a --pipeline-path directory
+    (--trust-pipeline: from anywhere but the standard library), as `worker` does. A
+    diagnosis of another workload than the study's is not stored in the study.
+
     \b
     Examples:
       loadersearch diagnose                          the study's winner
@@ -110,6 +118,7 @@ def diagnose(
       loadersearch diagnose --workload emulated --emulated-ms 1,0.2 --target-rate 3000
     """
     from loadersearch.hardware import fingerprint
+    from loadersearch.search.opening import describe_spec
     from loadersearch.search.settings import (
         check_gpus,
         cpu_bound,
@@ -118,6 +127,7 @@ def diagnose(
         resolved_workload,
     )
 
+    trust = pipeline_trust(opts)
     loader = {k: opts.pop(k) for k in _LOADER_KEYS}
     pipeline = resolve_pipeline({}, pipeline_given(opts))
     workload_in = given(opts, WORKLOAD_KEYS)
@@ -132,11 +142,15 @@ def diagnose(
                 prefetch_factor=loader["prefetch_factor"],
                 persistent_workers=bool(loader["persistent_workers"]),
             )
-            base: dict[str, Any] = {}
+            stored: dict[str, Any] = {}
             study = None
         else:
-            config, base, source, study = _winner(study_name, storage)
+            config, stored, source, study = _winner(study_name, storage)
             err_console.print(source, soft_wrap=True, highlight=False)
+        base = {k: v for k, v in stored.items() if k != "pipeline"}
+        if pipeline is None and stored.get("pipeline"):
+            # the study's own pipeline: read from a database, so imported only if trusted
+            pipeline = _study_pipeline(stored["pipeline"], trust, study, storage, err_console)
         spec = WorkloadSpec(**{**base, **workload_in}, pipeline=pipeline)
     except ValueError as e:
         raise LoaderSearchError(f"invalid configuration: {e}") from e
@@ -170,12 +184,21 @@ def diagnose(
         )
     written = write_outputs(d, out_dir)
     record = pair_record(d) if study is not None else None
-    if record is not None:  # `loadersearch report` draws it from the study
+    other = _differences(stored, spec, hardware) if study is not None else []
+    if record is not None and other:  # a diagnosis of another workload is not the study's
+        err_console.print(
+            f"note: not stored in study {study.study_name!r}: this diagnosis measured another "
+            f"workload than the study's ({'; '.join(other)}).",
+            soft_wrap=True,
+            highlight=False,
+            markup=False,
+        )
+    elif record is not None:  # `loadersearch report` draws it from the study
         _store_pair(storage, study.study_name, PAIR_ATTR, record)
     if as_json:
         click.echo(json.dumps(d.to_dict(), indent=1))
     else:
-        render(d, written, _console())
+        render(d, written, _console(), workload=describe_spec(spec, hardware))
     if d.verdict == "unknown":
         sys.exit(1)
 
@@ -211,7 +234,6 @@ def _winner(study_name: str | None, storage: str | None) -> tuple[LoaderConfig, 
             "or give the configuration (--num-workers, --batch-size, ...)."
         )
     workload = dict((study.user_attrs.get("spec") or {}).get("workload") or {})
-    workload.pop("pipeline", None)  # a pipeline study's parts are given again on the line
     return (
         summary.winner.config,
         workload,
@@ -219,6 +241,43 @@ def _winner(study_name: str | None, storage: str | None) -> tuple[LoaderConfig, 
         "(PyTorch's defaults beside it are stored in the study for `loadersearch report`)",
         study,
     )
+
+
+def _study_pipeline(
+    stored: dict, trust: Any, study: Any, storage: str | None, console: Any
+) -> PipelineSpec:
+    """The study's stored pipeline, once :func:`~loadersearch.workload.refs.admit_stored`
+    accepts it under ``trust`` (its references shown first)."""
+    from loadersearch.storage import redact_url, resolve_storage_url
+    from loadersearch.workload.refs import admit_stored
+
+    pipeline = PipelineSpec.from_dict(stored)
+    source = f"study {study.study_name!r} in {redact_url(resolve_storage_url(storage))}"
+
+    def show(line: str) -> None:
+        console.print(line, soft_wrap=True, highlight=False, markup=False)
+
+    admit_stored(pipeline, trust, source, show)
+    return pipeline
+
+
+def _differences(stored: dict, measured: WorkloadSpec, hardware: Any) -> list[str]:
+    """How ``measured`` (resolved to this machine) differs from the study's stored workload,
+    beside what does not change a measurement (NOT_IDENTITY; the emulated workload's device,
+    which only decides where its batches go); empty when it is the study's own."""
+    from loadersearch.search.settings import NOT_IDENTITY, resolved_workload
+
+    try:
+        own = resolved_workload(WorkloadSpec.from_dict(stored), hardware).to_dict()
+    except (TypeError, ValueError):
+        return ["the study's workload cannot be read"]
+    skip = NOT_IDENTITY["workload"] | ({"device"} if measured.emulated else set())
+    now = measured.to_dict()
+    return [
+        f"{key}: the study's {own.get(key)!r}, measured {now.get(key)!r}"
+        for key in sorted(set(own) | set(now))
+        if key not in skip and own.get(key) != now.get(key)
+    ]
 
 
 def _store_pair(storage: str | None, name: str, key: str, record: dict) -> None:
@@ -232,15 +291,21 @@ def _store_pair(storage: str | None, name: str, key: str, record: dict) -> None:
     ).set_user_attr(key, record)
 
 
-def render(d, written: list[str], console) -> None:  # noqa: ANN001
-    """The verdict, its figures, the remedies and the files written."""
+def render(d, written: list[str], console, workload: str = "") -> None:  # noqa: ANN001
+    """The verdict, its figures, the remedies and the files written; ``workload``: what was
+    measured, in words."""
     from rich.table import Table
 
     color = {"compute-bound": "green", "prep-bound": "yellow", "fetch-bound": "red"}
     emulated = (
         " [bold yellow](EMULATED accelerator)[/]" if d.workload.get("kind") == "emulated" else ""
     )
-    console.print(f"[bold]loadersearch diagnose[/]: {d.config.label()} on {d.device}{emulated}")
+    console.print(
+        f"[bold]loadersearch diagnose[/]: {d.config.label()} on {d.device}{emulated}",
+        soft_wrap=True,
+    )
+    if workload:
+        console.print(f"workload: {workload}", soft_wrap=True, highlight=False, markup=False)
     console.print(
         f"[bold {color.get(d.verdict, 'white')}]{d.summary}[/]", soft_wrap=True, highlight=False
     )

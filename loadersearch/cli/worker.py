@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import sys
 import time
+from typing import Any
 
 import click
 
 from loadersearch.cli._options import (
     allow_mixed_hardware_option,
     no_wait_option,
+    pipeline_trust,
+    pipeline_trust_options,
     storage_option,
     study_option,
 )
@@ -28,6 +31,7 @@ from loadersearch.cli._options import (
     "total it was started with).",
 )
 @allow_mixed_hardware_option
+@pipeline_trust_options
 @no_wait_option
 @click.option("--quiet", "-q", is_flag=True, help="Only the summary.")
 def worker(
@@ -37,6 +41,7 @@ def worker(
     allow_mixed_hardware: bool,
     no_wait: bool,
     quiet: bool,
+    **trust: Any,
 ) -> None:
     """Join an existing study and run its trials (one budget shared by every machine).
 
@@ -44,11 +49,20 @@ def worker(
     start `loadersearch worker --study NAME --storage URL` on every other machine (e.g. in a
     Slurm array). A trial cut short by a dead machine is re-run by a worker once its
     heartbeat is stale.
+
+    A study of your own pipeline stores it as references (module:name and arguments): the
+    worker shows them, and imports them only from modules under the working directory or a
+    --pipeline-path directory (--trust-pipeline: from anywhere but the standard library).
     """
     from loadersearch.search.study import join_study, run_study
 
     settings, notes = join_study(
-        study_name, storage, trials=trials, allow_mixed_hardware=allow_mixed_hardware
+        study_name,
+        storage,
+        trials=trials,
+        allow_mixed_hardware=allow_mixed_hardware,
+        trust=pipeline_trust(trust),
+        show=lambda line: click.echo(line, err=True),  # shown before anything is imported
     )
     for note in notes:
         click.echo(f"Warning: {note}", err=True)

@@ -10,6 +10,7 @@ import dataclasses
 import logging
 import re
 import warnings
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from loadersearch.config import PRUNERS, MeasurePlan, WorkloadSpec
@@ -30,8 +31,10 @@ if TYPE_CHECKING:
     import optuna
 
     from loadersearch.hardware import Hardware
+    from loadersearch.workload.refs import PipelineTrust
 
 _logger = logging.getLogger(__name__)
+
 
 def default_study_name(workload: WorkloadSpec, hardware: Hardware) -> str:
     """e.g. ``yolov4-tiny-train-128-cpu2``, ``yolov4-tiny-emulated-416-voc-cpu16``, and for a
@@ -64,7 +67,15 @@ def default_study_name(workload: WorkloadSpec, hardware: Hardware) -> str:
 
 
 def describe_workload(settings: StudySettings, hardware: Hardware) -> str:
-    w = settings.workload
+    text = describe_spec(settings.workload, hardware, classes=settings.classes)
+    if settings.space.cache:
+        text += f"; cache searched: {', '.join(settings.space.cache)}"
+    return text
+
+
+def describe_spec(w: WorkloadSpec, hardware: Hardware, *, classes: int | None = None) -> str:
+    """What ``w`` measures, in words: YOLOv4-tiny's workload or the pipeline's references
+    with their arguments (never a stored description)."""
     if w.pipeline is not None:
         text = f"your pipeline ({w.kind} workload): {w.pipeline.describe()}"
     else:
@@ -83,12 +94,10 @@ def describe_workload(settings: StudySettings, hardware: Hardware) -> str:
             text += " per device"
     if w.gpus > 1:
         text += f"; DistributedDataParallel over {w.gpus} ranks, loader settings per rank"
-    if settings.classes:
-        text += f", {settings.classes} classes"
+    if classes:
+        text += f", {classes} classes"
     if w.cache != "none":
         text += f", {w.cache} cache"
-    if settings.space.cache:
-        text += f"; cache searched: {', '.join(settings.space.cache)}"
     return text
 
 
@@ -198,6 +207,9 @@ def open_study(
     if name in existing:
         study = optuna.load_study(study_name=name, storage=storage, sampler=sampler, pruner=pruner)
         study.storage_notes = storage_notes  # type: ignore[attr-defined]
+        # What this process measures, from its settings: the study's stored description is
+        # free text anyone who can write to the database may have changed.
+        study.described = describe_workload(settings, hardware)  # type: ignore[attr-defined]
         if create and _empty_shell(study):  # its creator stopped before writing anything
             _initialise(study, settings, hardware)
             return study, False
@@ -221,6 +233,7 @@ def open_study(
         load_if_exists=True,
     )
     study.storage_notes = storage_notes  # type: ignore[attr-defined]
+    study.described = describe_workload(settings, hardware)  # type: ignore[attr-defined]
     _initialise(study, settings, hardware)
     return study, False
 
@@ -359,8 +372,21 @@ def _check_hardware(study: optuna.Study, hardware: Hardware, allow_mixed: bool) 
         hw.check_compatible(stored, hardware, allow_mixed=allow_mixed)
 
 
-def settings_from_study(study: optuna.Study, **changes: Any) -> StudySettings:
-    """Rebuild the settings stored in a study (for a worker joining it)."""
+def settings_from_study(
+    study: optuna.Study,
+    *,
+    trust: PipelineTrust | None = None,
+    source: str = "the database",
+    show: Callable[[str], None] | None = None,
+    **changes: Any,
+) -> StudySettings:
+    """Rebuild the settings stored in a study (for a worker joining it). A stored pipeline is
+    someone else's data until shown to be the user's code: it passes
+    :func:`loadersearch.workload.refs.admit_stored` under ``trust`` (default: modules under the
+    working directory only), its references shown with ``show`` before any is imported. The
+    stored cache directory is not used: this machine's own default is."""
+    from loadersearch.workload.refs import PipelineTrust, admit_stored
+
     problems = foreign_study_problems(study)
     if problems:
         raise StudyError(
@@ -368,8 +394,15 @@ def settings_from_study(study: optuna.Study, **changes: Any) -> StudySettings:
             "; a worker joins only a study `loadersearch run` created."
         )
     spec = study.user_attrs["spec"]
+    workload = WorkloadSpec.from_dict(spec["workload"])
+    if workload.pipeline is not None:
+        admit_stored(workload.pipeline, trust or PipelineTrust(), source, show)
+    # Where a memmap cache is written is this machine's choice ($LOADERSEARCH_CACHE_DIR, its
+    # default), not the database's: a stored directory would let the database choose where a
+    # worker writes the decoded pixels of the dataset it names.
+    workload = dataclasses.replace(workload, cache_dir=None)
     base = StudySettings(
-        workload=WorkloadSpec.from_dict(spec["workload"]),
+        workload=workload,
         plan=MeasurePlan.from_dict(spec["plan"]),
         space=SearchSpace.from_dict(spec["space"]),
         study_name=study.study_name,

@@ -68,6 +68,7 @@ if TYPE_CHECKING:
     import optuna
 
     from loadersearch.hardware import Hardware
+    from loadersearch.workload.refs import PipelineTrust
 
 _logger = logging.getLogger(__name__)
 
@@ -405,9 +406,12 @@ def join_study(
     *,
     trials: int | None,
     allow_mixed_hardware: bool,
+    trust: PipelineTrust | None = None,
+    show: Callable[[str], None] | None = None,
 ) -> tuple[StudySettings, list[str]]:
     """The settings stored in an existing study, for a worker joining it, and the storage
-    warnings to show. Refuses, listing the studies there, when the study does not exist."""
+    warnings to show. Refuses, listing the studies there, when the study does not exist. A
+    stored pipeline is imported only under ``trust`` (see :func:`settings_from_study`)."""
     import optuna
 
     from loadersearch.hardware import host_name
@@ -445,6 +449,9 @@ def join_study(
             study,
             trials=int(total),
             storage=url,
+            trust=trust,
+            source=redact_url(url),
+            show=show,
             allow_mixed_hardware=allow_mixed_hardware,
             baselines=False,
             probe=False,

@@ -15,10 +15,15 @@ from helpers import pipelines
 from loadersearch.config import PipelineSpec
 from loadersearch.errors import PipelineError
 from loadersearch.workload.refs import (
+    ELSEWHERE,
     MEASURING_ENV,
+    TRUSTED,
+    PipelineTrust,
+    admit_stored,
     check_refs,
     child_environ,
     import_roots,
+    locate_stored,
     ref_of,
     resolve,
 )
@@ -118,3 +123,41 @@ def test_the_measuring_process_path_holds_the_modules_imported_here() -> None:
     env = child_environ(spec, {"PYTHONPATH": "/first", "HOME": "/h"})
     assert env["PYTHONPATH"].split(os.pathsep) == ["/first", os.getcwd(), TESTS_DIR]
     assert env[MEASURING_ENV] == "1" and env["HOME"] == "/h"
+
+
+def test_locating_a_stored_pipeline_imports_nothing(tmp_path, monkeypatch) -> None:
+    # a package whose __init__ and module leave a file when imported, on the path but not
+    # under the working directory
+    pkg = tmp_path / "lsloc_pkg"
+    pkg.mkdir()
+    marker = f"open({str(tmp_path / 'IMPORTED')!r}, 'a').write('x')\n"
+    (pkg / "__init__.py").write_text(marker)
+    (pkg / "data.py").write_text(marker + "def make():\n    return []\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    spec = PipelineSpec(dataset="lsloc_pkg.data:make", dataset_kwargs={"n": 3})
+    (found,) = locate_stored(spec, PipelineTrust())
+    assert (found.kind, found.where) == (ELSEWHERE, str(pkg / "data.py"))
+    assert found.line() == f"dataset lsloc_pkg.data:make(n=3) from {pkg / 'data.py'}"
+    (found,) = locate_stored(spec, PipelineTrust(paths=(str(tmp_path),)))
+    assert found.kind == TRUSTED
+    assert not (tmp_path / "IMPORTED").exists() and "lsloc_pkg" not in sys.modules
+
+
+def test_installed_packages_need_trust_and_the_standard_library_never_passes() -> None:
+    shown: list[str] = []
+    installed = PipelineSpec(dataset="torch.utils.data:TensorDataset")
+    with pytest.raises(PipelineError, match=r"installed package \(.*site-packages.*--trust-pip"):
+        admit_stored(installed, PipelineTrust(), "db", shown.append)
+    assert shown == []  # refused before anything is shown or imported
+    admit_stored(installed, PipelineTrust(everything=True), "db", shown.append)
+    assert shown[0] == "The study's pipeline, from db, trusted (--trust-pipeline):"
+    assert shown[1].startswith("  dataset torch.utils.data:TensorDataset() from ")
+    for ref in ("json:loads", "helpers.pipelines:torch.hub.load"):
+        with pytest.raises(PipelineError, match="standard library|installed package"):
+            admit_stored(PipelineSpec(dataset=ref), PipelineTrust(everything=ref[0] == "j"), "db")
+    # PyTorch's loss classes are the loss the README's examples use: no flag needed
+    mine = {"dataset": "helpers.pipelines:make_dataset", "model": "helpers.pipelines:make_model"}
+    admit_stored(PipelineSpec(**mine, loss="torch.nn:CrossEntropyLoss"), PipelineTrust(), "db")
+    with pytest.raises(PipelineError, match="installed package"):
+        admit_stored(PipelineSpec(**mine, loss="torch.nn:functional.cross_entropy"),
+                     PipelineTrust(), "db")  # fmt: skip
