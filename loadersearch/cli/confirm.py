@@ -6,31 +6,47 @@ from __future__ import annotations
 
 import sys
 import time
+from typing import Any
 
 import click
 
-from loadersearch.cli._options import allow_mixed_hardware_option, storage_option, study_option
+from loadersearch.cli._options import (
+    allow_mixed_hardware_option,
+    pipeline_trust,
+    pipeline_trust_options,
+    storage_option,
+    study_option,
+)
 
 
 @click.command("confirm")
 @study_option("Name of the study to confirm again.", required=True)
 @storage_option
 @allow_mixed_hardware_option
+@pipeline_trust_options
 @click.option("--quiet", "-q", is_flag=True, help="Only the answer.")
-def confirm(study_name: str, storage: str | None, allow_mixed_hardware: bool, quiet: bool) -> None:
+def confirm(
+    study_name: str, storage: str | None, allow_mixed_hardware: bool, quiet: bool, **trust: Any
+) -> None:
     """Re-measure a study's finalists and update its answer (no new trial).
 
     The top configurations and every measured baseline are measured again in interleaved
     rounds (as many as the study was started with), waiting for a quiet machine when others
     keep it busy. The new confirmation replaces the stored one only once it is complete:
-    Ctrl-C keeps the old answer.
+    Ctrl-C keeps the old answer. A study of your own pipeline is imported as `worker` imports
+    it: only from modules under the working directory or a --pipeline-path directory.
     """
     from loadersearch.errors import StudyError
     from loadersearch.search.confirm import feasible_complete
     from loadersearch.search.study import join_study, run_study
 
     settings, notes = join_study(
-        study_name, storage, trials=None, allow_mixed_hardware=allow_mixed_hardware
+        study_name,
+        storage,
+        trials=None,
+        allow_mixed_hardware=allow_mixed_hardware,
+        trust=pipeline_trust(trust),
+        show=lambda line: click.echo(line, err=True),  # shown before anything is imported
     )
     for note in notes:
         click.echo(f"Warning: {note}", err=True)
