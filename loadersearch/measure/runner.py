@@ -253,7 +253,9 @@ def _follow(
             except subprocess.TimeoutExpired:
                 pass
             code = proc.returncode if proc.returncode is not None else 1
-            result.status, result.reason, result.message = classify_exit(code, _stderr_tail(log))
+            result.status, result.reason, result.message = classify_exit(
+                code, _stderr_tail(log), started=started
+            )
             return None
         buf += chunk
         *lines, buf = buf.split(b"\n")

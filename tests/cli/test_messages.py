@@ -228,6 +228,25 @@ def test_too_few_file_descriptors_are_named_as_the_limit(tiny_dataset):
     assert line.startswith("INFEASIBLE (resource_limit)"), line
 
 
+def test_a_configuration_needing_more_descriptors_than_the_limit_is_infeasible_not_the_end(
+    tiny_dataset, tmp_path
+):
+    # Under ulimit -n 20, w0 fits and w4 does not: the study goes on to an answer with w0.
+    db = tmp_path / "fd.db"
+    code, out = cli_process(
+        ["run", *FAST, "--data", tiny_dataset, "--storage", f"sqlite:///{db}", "--study", "fd",
+         "--trials", "3"],
+        shell_prefix="ulimit -n 20",
+    )  # fmt: skip
+    assert code == 0, out
+    assert "Traceback" not in out and "could not run" not in out
+    trials = optuna.load_study(study_name="fd", storage=f"sqlite:///{db}").trials
+    assert any(t.params["num_workers"] == 0 and t.user_attrs["feasible"] for t in trials)
+    short = [t for t in trials if t.user_attrs.get("infeasible_reason") == "resource_limit"]
+    assert short, out  # the baseline with 4 workers
+    assert all("may open 20 (ulimit -n)" in t.user_attrs["message"] for t in short)
+
+
 @pytest.mark.parametrize("kib", [1_500_000, 3_000_000])
 def test_an_address_space_limit_is_named_as_the_limit_in_bench_and_run(
     tiny_dataset, tmp_path, kib
