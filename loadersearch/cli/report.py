@@ -20,6 +20,7 @@ from loadersearch.report import (
     duration,
     epoch_time,
     machine_load,
+    skipped_lines,
     winner_evidence,
 )
 
@@ -105,6 +106,8 @@ def render_summary(
     cached = cache_line(summary)
     if cached:
         console.print(cached, soft_wrap=True)
+    for line in skipped_lines(summary, names=10):
+        console.print(line, soft_wrap=True, markup=False)
     if summary.baselines:
         table = Table(title="Against the baselines", title_justify="left")
         for col in baseline_header(summary.epochs_planned):

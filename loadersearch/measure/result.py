@@ -115,6 +115,9 @@ class MeasureResult:
     remeasured: dict[str, Any] | None = None
     nvml: str = "absent"  # "ok" or why NVML is not available ("absent: no NVIDIA driver")
     notes: list[str] = field(default_factory=list)  # e.g. "VRAM cap does not apply on CPU"
+    # "path: reason" of each image skip_bad_samples replaced that failed only when decoded
+    # (its header passed the dataset check: workload.datasets.skipped)
+    skipped_samples: list[str] = field(default_factory=list)
     # Several ranks (DDP): one dict per rank (rank, device, steady_rate, wait_fraction,
     # window_rates, peak_vram_bytes, nvml_peak_bytes, peak_rss_bytes, gpu_util_mean,
     # cpu_util_mean), so a report can say when one rank starves; empty for one process.

@@ -24,6 +24,7 @@ from loadersearch.report._format import (
     duration,
     epoch_time,
     machine_load,
+    skipped_lines,
     winner_evidence,
 )
 from loadersearch.report._html import write_report
@@ -56,6 +57,7 @@ __all__ = [
     "note_trial",
     "open_study",
     "publish",
+    "skipped_lines",
     "summarize",
     "trial_hooks",
     "window_artifact_hook",

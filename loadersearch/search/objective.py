@@ -214,6 +214,16 @@ def result_attrs(result: MeasureResult) -> dict[str, Any]:
     return attrs
 
 
+def record_skipped(study: optuna.Study, decoded: list[str]) -> None:
+    """Add the images a measurement skipped when decoding them (``skip_bad_samples``) to the
+    study's ``skipped_samples``, which the report and the dashboard note show."""
+    from loadersearch.workload.datasets.skipped import merge_into
+
+    record = merge_into(study.user_attrs.get("skipped_samples"), decoded)
+    if record is not None:
+        study.set_user_attr("skipped_samples", record)
+
+
 def measured_before(trial: optuna.Trial) -> optuna.trial.FrozenTrial | None:
     """A COMPLETE trial of the same study measured with exactly ``trial``'s parameters."""
     from optuna.trial import TrialState
@@ -295,6 +305,8 @@ class Objective:
                 self.on_measured(trial, result)
 
         result = self.measure(config, on_window, on_ready, after=after, trial=trial.number)
+        if result.skipped_samples:
+            record_skipped(trial.study, result.skipped_samples)
         for key, value in result_attrs(result).items():
             trial.set_user_attr(key, value)
         for key, value in busy_attrs(result).items():
