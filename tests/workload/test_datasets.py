@@ -459,3 +459,28 @@ def test_the_study_keeps_each_file_skipped_when_decoding_once_and_the_first_hund
     assert len(record["failed_decoding_files"]) == skipped.RECORDED_NAMES
     assert record["failed_decoding"] == 151
     assert skipped.merge_into(record, many[120:]) is None  # not named, but counted already
+
+
+def test_an_image_over_pils_pixel_limit_is_named_with_its_size_in_one_warning(
+    tiny_dataset, tmp_path, caplog
+):
+    import struct
+    import warnings
+
+    root = _copy_yolo(tiny_dataset, tmp_path)
+    # A 16x16 JPEG whose header says 12000 x 12000 (144 megapixels, between PIL's warning
+    # and its refusal): the check reads headers only, so it needs no 400 MiB image.
+    buf = io.BytesIO()
+    Image.new("RGB", (16, 16), (90, 120, 150)).save(buf, "JPEG")
+    data = bytearray(buf.getvalue())
+    sof = data.index(b"\xff\xc0")
+    data[sof + 5 : sof + 9] = struct.pack(">HH", 12000, 12000)
+    big = root / "images" / "000004.jpg"
+    big.write_bytes(bytes(data))
+    with warnings.catch_warnings(record=True) as raw:
+        warnings.simplefilter("always")
+        check = datasets.check_dataset(root)
+    assert check.images == 6  # a warning, not a refusal
+    assert not [w for w in raw if issubclass(w.category, Image.DecompressionBombWarning)]
+    [named] = [r.getMessage() for r in caplog.records if "12000 x 12000" in r.getMessage()]
+    assert str(big) in named and "144 megapixels" in named and "412.0 MiB" in named

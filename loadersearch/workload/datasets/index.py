@@ -11,6 +11,7 @@ refused before a study or a trial exists for it (a bad dataset creates no trial)
 from __future__ import annotations
 
 import os
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -114,12 +115,27 @@ def header_problem(path: str) -> str | None:
     from PIL import Image
 
     try:
-        with Image.open(path) as im:
-            im.size  # noqa: B018 - parsed from the header
+        with warnings.catch_warnings(record=True) as said:
+            warnings.simplefilter("always", Image.DecompressionBombWarning)
+            with Image.open(path) as im:
+                width, height = im.size
     except FileNotFoundError:
         return "image file does not exist"
     except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as e:
         return f"cannot decode image: {type(e).__name__}: {e}"
+    for w in said:
+        if issubclass(w.category, Image.DecompressionBombWarning):
+            from loadersearch.measure.shm import fmt_bytes
+
+            # PIL's own warning names no file; what it refuses outright is the error above
+            log.warning(
+                "%s is %d x %d pixels (%.0f megapixels; PIL warns of a decompression bomb "
+                "over %.0f): decoding it takes about %s of memory and is slow; resize it "
+                "unless that size is meant", path, width, height, width * height / 1e6,
+                Image.MAX_IMAGE_PIXELS / 1e6, fmt_bytes(3 * width * height),
+            )  # fmt: skip
+        else:  # not ours to judge: shown as it would have been
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     return None
 
 
