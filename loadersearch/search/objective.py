@@ -86,22 +86,26 @@ def measurement_lock() -> Iterator[None]:
         yield
 
 
-def unusable_input(result: MeasureResult, workload: WorkloadSpec) -> LoaderSearchError | None:
-    """The error that stops a study when ``result`` failed because of the user's data or
-    pipeline (every other configuration would fail the same way), else None."""
+def unusable_input(
+    result: MeasureResult, workload: WorkloadSpec, *, resume: bool = True
+) -> LoaderSearchError | None:
+    """The error that stops a study (``resume``: it resumes from its trials) or a diagnosis
+    when ``result`` failed because of the user's data or pipeline (every other configuration
+    would fail the same way), else None."""
     if result.status != ERROR or result.reason not in (BAD_SAMPLE, BAD_DATASET, BAD_PIPELINE):
         return None
-    again = "and run the same command again to resume."
+    every = "trial" if resume else "measurement"
+    again = "and run the same command again" + (" to resume" if resume else "")
     if workload.pipeline is not None:
         part = "dataset" if result.reason == BAD_SAMPLE else "pipeline"
         return PipelineError(
-            f"your {part} cannot be used ({result.reason}): {result.message}. Every trial would "
-            f"fail the same way; fix it {again}"
+            f"your {part} cannot be used ({result.reason}): {result.message}. Every {every} "
+            f"would fail the same way; fix it {again}."
         )
     return DatasetError(
         f"the dataset cannot be loaded ({result.reason}): {result.message.rstrip('. ')}. Every "
-        "trial would fail the same way; fix the dataset, or add --skip-bad-samples, and run the "
-        "same command again to resume (this configuration is measured again)."
+        f"{every} would fail the same way; fix the dataset, or add --skip-bad-samples, {again}"
+        + (" (this configuration is measured again)." if resume else ".")
     )
 
 
