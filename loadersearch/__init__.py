@@ -50,6 +50,11 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'loadersearch' has no attribute {name!r}")
 
 
+def __dir__() -> list[str]:
+    # PEP 562: without it, dir() (tab completion, help()) misses the lazy names above.
+    return sorted(set(globals()) | set(__all__))
+
+
 def load_best(storage: str | None = None, study: str | None = None) -> LoaderConfig:
     """The confirmed winner of a study (else its best trial) as a :class:`LoaderConfig`: the
     way a training script reads its DataLoader settings from the study that found them::

@@ -8,14 +8,30 @@ Also one real finished study (``emulated_study``), made once per test run."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+import time
 import uuid
 from collections.abc import Iterator
 
+import psutil
 import pytest
 from search_helpers import E2E_OPTIONS, EmulatedStudy, run_cli
 
 TINY_IMAGES = 16
 TINY_SEED = 7
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The suite takes a host-lock directory of its own: a study a user is running on this
+    machine holds the machine-wide lock, and a test must neither wait on it nor disturb it.
+    (The lock's own tests set theirs per test; two test runs never share one either.)"""
+    import tempfile
+
+    os.environ["LOADERSEARCH_LOCK_DIR"] = tempfile.mkdtemp(prefix="loadersearch-test-locks-")
+    # A confirmation round measured while other work shares the machine (another test run, a
+    # user's study) would wait up to 5 minutes for quiet: the tests that wait set their own.
+    os.environ["LOADERSEARCH_QUIET_WAIT_S"] = "0"
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -133,6 +149,28 @@ def postgres_url(study_name) -> Iterator[str]:
     url = server_url("LOADERSEARCH_TEST_POSTGRES")
     yield url
     _delete_studies(url, study_name)
+@pytest.fixture
+def burners():
+    """Two processes that burn a CPU each, running (polled) before the test goes on. They are
+    the test process's children: measure in another process to see them as outside load."""
+    procs = [
+        subprocess.Popen([sys.executable, "-c", "while True: pass"], start_new_session=True)
+        for _ in range(2)
+    ]
+    try:
+        deadline = time.monotonic() + 60
+        for p in procs:
+            ps = psutil.Process(p.pid)
+            while ps.cpu_times().user < 0.2:
+                assert time.monotonic() < deadline, "the burners never ran"
+                time.sleep(0.05)
+        yield procs
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+
+
 @pytest.fixture(scope="session")
 def emulated_study(tiny_dataset: str, tmp_path_factory: pytest.TempPathFactory) -> EmulatedStudy:
     """A real study on the emulated accelerator, run once per session and shared (read-only)

@@ -137,3 +137,17 @@ def test_the_api_is_imported_on_first_use() -> None:
     )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     subprocess.run([sys.executable, "-c", code], check=True, env=env)
+
+
+def test_dir_lists_the_lazy_names_without_importing_them() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, loadersearch; names = dir(loadersearch); "
+        "assert {'tune', 'bench', 'TuneResult', 'AutoLoader', 'autoloader'} <= set(names), names; "
+        "assert set(loadersearch.__all__) <= set(names); "
+        "assert 'loadersearch.api' not in sys.modules and 'loadersearch.online' not in sys.modules"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    subprocess.run([sys.executable, "-c", code], check=True, env=env)

@@ -99,3 +99,11 @@ def test_the_lock_is_reentrant_within_one_process(lock_env):
             text=True,
         )
         assert holder.returncode != 0 and "another loadersearch measurement" in holder.stderr
+
+
+def test_the_suite_takes_a_lock_directory_of_its_own():
+    """A user's study on this machine holds the lock in the system temporary directory: the
+    suite's measurements must not queue behind it (conftest.py sets the directory)."""
+    import tempfile
+
+    assert os.path.dirname(lock_path()) != tempfile.gettempdir()

@@ -9,6 +9,8 @@ import importlib
 import logging
 import signal
 import sys
+import traceback
+from typing import NoReturn
 
 import click
 
@@ -21,6 +23,7 @@ _COMMANDS = [
     ("loadersearch.cli.diagnose", "diagnose"),
     ("loadersearch.cli.run", "run"),
     ("loadersearch.cli.worker", "worker"),
+    ("loadersearch.cli.confirm", "confirm"),
     ("loadersearch.cli.report", "report"),
     ("loadersearch.cli.report", "best"),
     ("loadersearch.cli.dashboard", "dashboard"),
@@ -38,35 +41,62 @@ def _interrupted_line(interrupt: Interrupted) -> str:
     return line
 
 
+def _stop(ctx: click.Context, e: BaseException, line: str, code: int) -> NoReturn:
+    """Show ``line`` (after the traceback with --debug) and exit with ``code``, the same with
+    or without --debug: a script's handling of a bad input must not change when someone
+    debugs it. Both are scrubbed of the storage URL's secrets (a driver's error may quote
+    them)."""
+    from loadersearch.storage._url import scrub_known
+
+    if ctx.obj and ctx.obj.get("debug"):
+        click.echo(scrub_known("".join(traceback.format_exception(e))), err=True, nl=False)
+    click.echo(scrub_known(line), err=True)
+    ctx.exit(code)
+
+
 class _Group(click.Group):
     """Turns user errors into one clear line and their exit code (2 for bad input); Ctrl-C and
-    SIGTERM into one line and 130 / 143; --debug shows the traceback."""
+    SIGTERM into one line and 130 / 143; --debug adds the traceback. Any other exception is a
+    bug, raised as it is, unless its traceback would show a storage secret."""
 
     def invoke(self, ctx: click.Context):
-        def debug() -> bool:
-            return bool(ctx.obj and ctx.obj.get("debug"))
-
         try:
             return super().invoke(ctx)
+        except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
+            raise  # click's own: its usage errors and exits
         except LoaderSearchError as e:
-            if debug():
-                raise
-            click.echo(f"Error: {e}", err=True)
-            ctx.exit(e.exit_code)
+            _stop(ctx, e, f"Error: {e}", e.exit_code)
         except KeyboardInterrupt as e:
-            if debug():
-                raise
             interrupt = e if isinstance(e, Interrupted) else Interrupted()
-            click.echo(_interrupted_line(interrupt), err=True)
-            ctx.exit(interrupt.exit_code)
-        except OSError as e:
+            _stop(ctx, e, _interrupted_line(interrupt), interrupt.exit_code)
+        except Exception as e:
             from loadersearch.limits import environment_error
+            from loadersearch.storage._url import scrub_known
 
-            error = environment_error(e)  # a full disk, too many open files: not a bug
-            if error is None or debug():
+            # a full disk, too many open files: not a bug
+            error = environment_error(e) if isinstance(e, OSError) else None
+            if error is not None:
+                _stop(ctx, e, f"Error: {error}", error.exit_code)
+            text = "".join(traceback.format_exception(e))
+            if scrub_known(text) == text:
                 raise
-            click.echo(f"Error: {error}", err=True)
-            ctx.exit(error.exit_code)
+            click.echo(scrub_known(text), err=True, nl=False)
+            ctx.exit(1)
+
+
+class _ScrubSecrets(logging.Filter):
+    """Masks the storage URL's secrets in every log line (a driver's message, --debug)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        from loadersearch.storage._url import scrub_known
+
+        message = record.getMessage()
+        scrubbed = scrub_known(message)
+        if scrubbed != message:
+            record.msg, record.args = scrubbed, None
+        if record.exc_info and not record.exc_text:  # the traceback the handler would add
+            record.exc_text = scrub_known(logging.Formatter().formatException(record.exc_info))
+        return True
 
 
 def _install_signal_handlers(ctx: click.Context) -> None:
@@ -102,6 +132,7 @@ class _QuietTrialFailures(logging.Filter):
 
 
 _QUIET = _QuietTrialFailures()
+_SCRUB = _ScrubSecrets()
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
@@ -128,7 +159,12 @@ def cli(ctx: click.Context, debug: bool) -> None:
         level=logging.DEBUG if debug else logging.WARNING,
         format="%(levelname)s %(name)s: %(message)s",
     )
+    for handler in logging.getLogger().handlers:
+        if _SCRUB not in handler.filters:
+            handler.addFilter(_SCRUB)
     optimize_log = logging.getLogger("optuna.study._optimize")  # Optuna's own, by name
+    # Optuna's lines go to its own handler, not the root's: its trial failures quote errors
+    optimize_log.addFilter(_SCRUB)
     if debug:
         optimize_log.removeFilter(_QUIET)
     else:

@@ -19,7 +19,11 @@ from loadersearch.report import (
     cache_line,
     duration,
     epoch_time,
+    inconclusive_note,
     machine_load,
+    phase_line,
+    phase_rows,
+    settled_line,
     skipped_lines,
     winner_evidence,
 )
@@ -86,6 +90,9 @@ def render_summary(
     if elapsed_s is not None:
         head += f" in {duration(elapsed_s)}"
     console.print(head)
+    settled = settled_line(summary)
+    if settled:
+        console.print(settled[0].upper() + settled[1:])
     if probe:
         console.print(probe)
     if summary.pruning["saved_s"]:
@@ -100,6 +107,9 @@ def render_summary(
         f"\n[bold green]Winner[/] (trial {w.trial}): {w.config.label()}: "
         f"{winner_evidence(w)}{label}"
     )
+    caveat = inconclusive_note(w)
+    if caveat:
+        console.print(f"[bold yellow]{caveat}[/]", soft_wrap=True)
     epoch = epoch_time(summary)
     if epoch:
         console.print(epoch)
@@ -115,10 +125,16 @@ def render_summary(
         for b in summary.baselines:
             table.add_row(*baseline_cells(b))
         console.print(table)
-        console.print(
-            "[dim]The baseline among the finalists was re-measured with the winner; the "
-            "others' rates are their trial values.[/]"
-        )
+        if all(b.source == "confirmation" for b in summary.baselines if b.rate):
+            console.print(
+                "[dim]Every baseline was re-measured in the same interleaved rounds as the "
+                "winner.[/]"
+            )
+        else:
+            console.print(
+                "[dim]The baselines among the finalists were re-measured with the winner; the "
+                "others' rates are their trial values (no confirmation yet).[/]"
+            )
     if summary.cache is not None and summary.cache.mode != "none":
         console.print(
             f"\nThe winner reads its images from the {summary.cache.mode} cache: the line below "
@@ -221,11 +237,24 @@ def report(
             _row_note(r),
         )
     console.print(table)
+    rows = phase_rows(summary)
+    if rows:
+        phases = Table(title="Where the trials' time went", title_justify="left")
+        for col in ("phase", "time", "share"):
+            phases.add_column(col)
+        for row in rows:
+            phases.add_row(*row)
+        console.print(phases)
+        console.print(phase_line(summary))
     importance = importances(study)
     if importance.values:
         console.print(f"Parameter importance, {importance.describe()}", soft_wrap=True)
+        console.print(importance.verdict(), soft_wrap=True)
         for name, value in importance.values.items():
-            console.print(f"  {name:<20} {value:6.3f}")
+            interval = importance.interval_text(name)
+            console.print(
+                f"  {name:<20} {value:6.3f}" + (f"  (90%: {interval})" if interval else "")
+            )
     else:
         console.print(f"Parameter importance: not enough trials yet ({importance.describe()})")
     render_summary(summary, storage=storage)
@@ -307,6 +336,8 @@ def best(study_name: str | None, storage: str | None, fmt: str) -> None:
                     "dataloader_kwargs": w.config.dataloader_kwargs(),
                     "images_per_s": w.rate,
                     "confirmed": w.confirmed,
+                    "inconclusive": w.inconclusive,
+                    "settled": summary.settled,
                     "spread": w.spread,
                     "trial": w.trial,
                     "emulated": summary.emulated,

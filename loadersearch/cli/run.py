@@ -40,8 +40,9 @@ _SPACE_HELP = (
     "--trials",
     type=click.IntRange(min=1),
     default=None,
-    help="Finished trials the study should hold in total (default 40); a resumed "
-    "study runs only the difference.",
+    help="The most finished trials the study may hold in total (default 40): it stops "
+    "earlier once its answer is settled (see --no-settle); a resumed study runs only the "
+    "difference, and a larger --trials goes on past a settled answer.",
 )
 @study_option("Study name (default: from workload and hardware).")
 @storage_option
@@ -96,6 +97,14 @@ _SPACE_HELP = (
     is_flag=True,
     help="Do not probe the largest batch under the VRAM cap (over-cap trials become infeasible).",
 )
+@click.option(
+    "--no-settle",
+    is_flag=True,
+    help="Spend the whole --trials budget, even once the answer is settled (by default the "
+    "study stops when the last 8 trials did not beat the best by more than its measured "
+    "noise, after at least 10 trials that cover the space). Same as settle = false in a "
+    "spec's [study].",
+)
 @click.option("--seed", type=int, help="Sampler seed.")
 @allow_mixed_hardware_option
 @no_wait_option
@@ -144,6 +153,7 @@ def run(spec_file: str | None, quiet: bool, no_wait: bool, **opts: Any) -> None:
         "seed": opts["seed"],
         "baselines": False if opts["no_baselines"] else None,
         "probe": False if opts["no_probe"] else None,
+        "settle": False if opts["no_settle"] else None,
         "allow_mixed_hardware": True if opts["allow_mixed_hardware"] else None,
     }
     overrides.workload = given(opts, WORKLOAD_KEYS)

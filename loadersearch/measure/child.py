@@ -206,6 +206,7 @@ def _measure(
         emulated=workload.emulated,
         notes=notes,
         pid=os.getpid(),
+        started=started,  # time.monotonic() at the child's start: its start-up and build split
     )
     windows = []
 

@@ -44,6 +44,7 @@ from typing import Any
 from loadersearch.config import WorkloadSpec
 from loadersearch.errors import LoaderSearchError, ResourceLimitError
 from loadersearch.limits import address_space_problem, limit_problem
+from loadersearch.storage._url import environ_without_storage
 
 logger = logging.getLogger(__name__)
 
@@ -133,6 +134,7 @@ class ForkServer:
                 [*self._command, "--fd", str(child.fileno())],
                 pass_fds=(child.fileno(),),
                 start_new_session=True,  # no terminal signals: the parent decides its end
+                env=environ_without_storage(),  # the study's password stays out of its environ
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
             )
@@ -188,11 +190,11 @@ class ForkServer:
         """Fork a measuring child that runs ``spec_json`` (see :mod:`..child`), writing its
         messages on ``out_fd`` and its stdout/stderr to ``log_fd``, with the environment
         ``env`` (default this process's; its PYTHONPATH entries reach the child's
-        ``sys.path``, as they would in a new interpreter)."""
+        ``sys.path``, as they would in a new interpreter), less ``$LOADERSEARCH_STORAGE``."""
         request = {
             "spec": spec_json,
             "workload": workload.to_dict(),
-            "env": dict(os.environ if env is None else env),
+            "env": environ_without_storage(env),
             "cwd": os.getcwd(),
         }
         data = json.dumps(request).encode()

@@ -123,6 +123,8 @@ class MeasureResult:
     # cpu_util_mean), so a report can say when one rank starves; empty for one process.
     ranks: list[dict[str, Any]] = field(default_factory=list)
     wall_s: float = 0.0  # total wall time of the measurement, parent's view
+    # Where wall_s went, seconds by phase (PHASES), as the parent saw the child's messages.
+    phases: dict[str, float] = field(default_factory=dict)
     epoch_steps: int = 0  # steps of each measured epoch (sized to the configuration)
     # How well epoch_time_s is known: the relative half-width of its 90% confidence interval
     # over the measured epochs (None: fewer than two), and the measured epochs added beyond the
@@ -140,6 +142,38 @@ class MeasureResult:
     @property
     def ok(self) -> bool:
         return self.status == OK
+
+
+# A measurement's phases, in order: the measuring process's start (a fork of the fork server,
+# or a whole Python and torch start), building the dataset, loader and model, the unmeasured
+# warm-up, the planned measured epochs, the epochs added for the precision, and the teardown
+# (ending the process and its workers). They add up to ``wall_s``.
+PHASES = ("start", "build", "warmup", "planned", "extra", "teardown")
+
+
+# The phase that begins at each moment the parent sees, in order.
+_BEGINS = (("started", "build"), ("ready", "warmup"), ("measuring", "planned"),
+           ("extra", "extra"), ("done", "teardown"))  # fmt: skip
+
+
+def phases_of(marks: dict[str, float], t0: float, end: float) -> dict[str, float]:
+    """Seconds by phase from the moments the parent saw (``time.monotonic()``, a clock shared
+    by every process of the machine) between ``t0`` (the measurement's start) and ``end``:
+    ``started`` (the child's own start), ``ready``, ``measuring`` (the last warm-up epoch's
+    end), ``extra`` (the first added epoch's start) and ``done`` (its result, or the end of a
+    pruned or failed one). A moment never reached leaves its phase at 0: the time stays with
+    the phase before it."""
+    phases = dict.fromkeys(PHASES, 0.0)
+    current, last = "start", t0
+    for mark, begins in _BEGINS:
+        at = marks.get(mark)
+        if at is None:
+            continue
+        at = min(max(at, last), end)
+        phases[current] += at - last
+        current, last = begins, at
+    phases[current] += max(0.0, end - last)
+    return {k: round(v, 3) for k, v in phases.items()}
 
     def to_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)

@@ -46,6 +46,7 @@ from loadersearch.measure.result import (
     TIMEOUT,
     MeasureResult,
     Window,
+    phases_of,
 )
 
 logger = logging.getLogger(__name__)
@@ -184,14 +185,18 @@ def measure(
         finally:
             os.close(write_fd)
         meter = HostLoadMeter()
+        marks: dict[str, float] = {}
         try:
-            _follow(proc, read_fd, log, plan, result, t0, on_window, on_ready, meter)
+            _follow(proc, read_fd, log, plan, result, t0, on_window, on_ready, meter, marks)
         finally:
+            marks.setdefault("done", time.monotonic())
             _record_host_load(result, meter)
             _kill_group(proc)
             os.close(read_fd)
             log.close()
-            result.wall_s = time.monotonic() - t0
+            end = time.monotonic()
+            result.wall_s = end - t0
+            result.phases = phases_of(marks, t0, end)
     return result
 
 
@@ -229,9 +234,13 @@ def _follow(
     on_window: Callable[[Window], bool] | None,
     on_ready: Callable[[MeasureResult], None] | None = None,
     meter: HostLoadMeter | None = None,
+    marks: dict[str, float] | None = None,
 ) -> None:
     """Read the child's messages into ``result`` until it ends, one way or another. ``meter``
-    is started when the measured part begins (after the build and each warm-up epoch)."""
+    is started when the measured part begins (after the build and each warm-up epoch);
+    ``marks`` gets the moments that divide the measurement into its phases
+    (:func:`~loadersearch.measure.result.phases_of`)."""
+    marks = {} if marks is None else marks
     stall = min(plan.stall_s, plan.timeout_s)
     deadline = t0 + plan.timeout_s
     last = t0
@@ -289,6 +298,9 @@ def _follow(
             kind = msg.pop("type")
             if kind == "ready":
                 result.overhead_s = last - t0
+                if isinstance(msg.get("started"), (int, float)):
+                    marks["started"] = float(msg["started"])
+                marks["ready"] = marks["measuring"] = last
                 result.device = msg["device"]
                 result.dataset_images = msg["dataset_images"]
                 result.img_size = msg["img_size"]
@@ -302,24 +314,30 @@ def _follow(
                     on_ready(result)
             elif kind == "warmup":
                 phase = "the warm-up"
+                marks["measuring"] = last
                 if meter is not None:  # the measured epochs start after the last warm-up
                     meter.start()
             elif kind == "window":
                 window = Window.from_dict(msg)
                 result.windows.append(window)
+                marks["window"] = last
                 phase = f"window {window.index + 1}"
                 if on_window is not None and on_window(window) is False:
                     result.status = PRUNED
                     result.message = f"pruned after window {window.index}"
+                    marks["done"] = last
                     return None
             elif kind == "extra_epoch":  # for the precision: progress, nothing to report
                 phase = f"extra measured epoch {msg['n']} (for the precision)"
+                # it comes at the added epoch's end: the epoch began with the last window's end
+                marks.setdefault("extra", marks.get("window", last))
             elif kind == "result":
                 for name in _RESULT_FIELDS:
                     setattr(result, name, msg.get(name))
                 result.notes.extend(msg.get("notes", []))
                 result.ranks = msg.get("ranks") or []  # several ranks (measure.ranks) only
                 result.status = OK
+                marks["done"] = last
                 return None
             elif kind == "error":
                 result.status = msg["status"]

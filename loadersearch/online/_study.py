@@ -71,13 +71,17 @@ def record_online(target: tuple[str, str], report: OnlineReport) -> None:
     from loadersearch.search.objective import CONSTRAINT
     from loadersearch.search.space import SearchSpace
     from loadersearch.storage import open_storage
+    from loadersearch.storage._url import scrub
 
     try:
         study = optuna.load_study(
             study_name=target[1], storage=open_storage(target[0], heartbeat=False)
         )
     except Exception as e:  # noqa: BLE001 - a storage hiccup must not stop the training
-        _logger.warning("AutoLoader: could not open the study to write the result: %s", e)
+        _logger.warning(
+            "AutoLoader: could not open the study to write the result: %s",
+            scrub(str(e), target[0]),  # a driver's error may quote the URL's password
+        )
         return
     config = report.config
     spec = study.user_attrs.get("spec") or {}
@@ -112,7 +116,10 @@ def record_online(target: tuple[str, str], report: OnlineReport) -> None:
     try:
         study.add_trial(trial)
     except Exception as e:  # noqa: BLE001 - a storage hiccup must not stop the training
-        _logger.warning("AutoLoader: could not write the online result to the study: %s", e)
+        _logger.warning(
+            "AutoLoader: could not write the online result to the study: %s",
+            scrub(str(e), target[0]),
+        )
 
 
 def _holds(dist: Any, value: Any) -> bool:

@@ -23,7 +23,11 @@ from loadersearch.report._format import (
     cache_line,
     duration,
     epoch_time,
+    inconclusive_note,
     machine_load,
+    phase_line,
+    phase_rows,
+    settled_line,
     skipped_lines,
     winner_evidence,
 )
@@ -62,6 +66,10 @@ __all__ = [
     "trial_hooks",
     "window_artifact_hook",
     "winner_evidence",
+    "inconclusive_note",
+    "settled_line",
+    "phase_line",
+    "phase_rows",
     "write_plots",
     "write_report",
 ]

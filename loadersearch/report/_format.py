@@ -27,9 +27,22 @@ def winner_evidence(w: Winner) -> str:
     if not w.confirmed:
         return f"{w.rate:.1f} img/s (best trial, not confirmed)"
     spread = f", spread {w.spread:.1%}" if w.spread is not None else ""
+    caveat = f"; INCONCLUSIVE: {w.busy_rounds} busy round(s)" if w.inconclusive else ""
     return (
         f"{w.rate:.1f} img/s (median of {w.rounds} interleaved re-measurements, "
-        f"{w.low:.1f}..{w.high:.1f}{spread})"
+        f"{w.low:.1f}..{w.high:.1f}{spread}{caveat})"
+    )
+
+
+def inconclusive_note(w: Winner) -> str | None:
+    """Why a confirmed answer is not settled, and what settles it; None when it is."""
+    if not w.inconclusive:
+        return None
+    return (
+        f"Inconclusive: {w.busy_rounds} of {w.rounds} confirmation rounds were measured while "
+        f"other processes kept the machine busy (waited {w.waited_quiet_s:.0f} s for a quiet "
+        "moment). This is the best-supported configuration, not a settled answer: run the "
+        "same command again at a quiet moment and the finalists are confirmed again."
     )
 
 
@@ -143,6 +156,54 @@ def machine_load(summary: Summary) -> str | None:
     return text
 
 
+PHASE_NAMES = {
+    "start": "process start",
+    "build": "dataset, loader and model build",
+    "warmup": "warm-up (not measured)",
+    "planned": "planned measured epochs",
+    "extra": "epochs added for the precision",
+    "teardown": "teardown",
+    "storage": "storage and notes",
+}
+
+
+def phase_rows(summary: Summary) -> list[list[str]]:
+    """Where the trials' time went: phase, seconds, share of the whole."""
+    total = sum(summary.phases.values())
+    if total <= 0:
+        return []
+    return [
+        [PHASE_NAMES.get(name, name), duration(seconds), f"{seconds / total:.0%}"]
+        for name, seconds in summary.phases.items()
+    ]
+
+
+def phase_line(summary: Summary) -> str | None:
+    """``trials took 2.1x the time of the epochs they measured``; None without phases."""
+    p = summary.phases
+    measured = p.get("planned", 0.0) + p.get("extra", 0.0)
+    total = sum(p.values())
+    if measured <= 0:
+        return None
+    return (
+        f"the trials took {total / measured:.1f}x the time of the epochs they measured "
+        f"({duration(total)} for {duration(measured)} of measured epochs)"
+    )
+
+
+def settled_line(summary: Summary) -> str | None:
+    """``settled after 17 trials: 23 not needed (~12.0 min saved)``; None when the study did
+    not stop before its cap."""
+    s = summary.settled
+    if not s:
+        return None
+    left = int(s["total"]) - int(s["after"])
+    return (
+        f"settled after {s['after']} trials: {left} not needed (~{duration(s['saved_s'])} saved; "
+        f"the last 8 did not beat trial {s['best']} by more than its measured noise)"
+    )
+
+
 def cost(summary: Summary) -> str:
     """What the answer cost: trials, measuring time, the confirmation, what pruning saved."""
     c = summary.counts
@@ -155,6 +216,12 @@ def cost(summary: Summary) -> str:
     if summary.confirm_s:
         text += f", the confirmation for {duration(summary.confirm_s)}"
     text += f": {duration(summary.tuning_s)} in all."
+    settled = settled_line(summary)
+    if settled:
+        text += f" The study {settled}."
+    phases = phase_line(summary)
+    if phases:
+        text += f" In all, {phases}."
     if summary.pruning["saved_s"]:
         text += (
             f" Pruning saved about {duration(summary.pruning['saved_s'])} "

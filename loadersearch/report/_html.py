@@ -226,11 +226,15 @@ def _importance(importance: Importance) -> str:
             "<section><h2>Parameter importance</h2><p>Not enough distinct configurations yet: "
             f"{_e(importance.describe())}</p></section>"
         )
-    rows = [[_e(name), f"{value:.3f}"] for name, value in importance.values.items()]
+    rows = [
+        [_e(name), f"{value:.3f}", _e(importance.interval_text(name))]
+        for name, value in importance.values.items()
+    ]
     return (
         f'<section><h2>Parameter importance</h2><p id="importance-trials">'
         f"{_e(importance.describe())}</p>"
-        + _table("importance", ["knob", "importance"], rows)
+        f'<p id="importance-verdict">{_e(importance.verdict())}</p>'
+        + _table("importance", ["knob", "importance", "90% interval"], rows)
         + '<p class="muted">optuna-dashboard\'s own importance chart counts every COMPLETE '
         "trial (repeats and infeasible ones too); the study's note and its card "
         "&quot;Parameter importance on ... distinct configurations&quot; show this one.</p>"

@@ -43,6 +43,7 @@ from loadersearch.report._format import (
     epoch_time,
     finalist_cells,
     finalist_header,
+    inconclusive_note,
     machine,
     noise,
     probe,
@@ -138,6 +139,9 @@ def study_note(summary: Summary, importance: Importance) -> str:
         f"**{winner_evidence(w)}**, trial {w.trial}. {summary.description}.",
         f"```python\n{answer_python(summary)}\n```",
     ]
+    caveat = inconclusive_note(w)
+    if caveat:
+        parts.insert(2, f"**{caveat}**")
     epoch = epoch_time(summary)
     if epoch:
         parts.append(sentence(epoch))
@@ -174,7 +178,8 @@ def study_note(summary: Summary, importance: Importance) -> str:
     parts.append("### Parameter importance")
     if importance.values:
         parts.append(
-            f'{importance.describe()} The card "{importance_title(importance)}" shows it; '
+            f"{importance.verdict()} {importance.describe()} "
+            f'The card "{importance_title(importance)}" shows it with 90% intervals; '
             "the dashboard's own importance chart counts every COMPLETE trial, repeats and "
             "infeasible ones included, and may rank the knobs differently."
         )

@@ -41,6 +41,8 @@ def importance_figure(importance: Importance) -> go.Figure:
 
     names = list(importance.values)[::-1]
     values = [importance.values[n] for n in names]
+    low = [importance.intervals.get(n, (v, v))[0] for n, v in zip(names, values, strict=True)]
+    high = [importance.intervals.get(n, (v, v))[1] for n, v in zip(names, values, strict=True)]
     fig = go.Figure(
         go.Bar(
             x=values,
@@ -48,11 +50,23 @@ def importance_figure(importance: Importance) -> go.Figure:
             orientation="h",
             text=[f"{v:.2f}" for v in values],
             textposition="outside",
-            hovertemplate="%{y}: %{x:.3f}<extra></extra>",
+            customdata=list(zip(low, high, strict=True)),
+            hovertemplate="%{y}: %{x:.3f} (90%: %{customdata[0]:.2f}-%{customdata[1]:.2f})"
+            "<extra></extra>",
+            error_x={
+                "type": "data",
+                "symmetric": False,
+                "array": [max(0.0, h - v) for h, v in zip(high, values, strict=True)],
+                "arrayminus": [max(0.0, v - lo) for lo, v in zip(low, values, strict=True)],
+            }
+            if importance.intervals
+            else None,
         )
     )
+    verdict = importance.verdict()
     fig.update_layout(
-        title=f"{importance_title(importance)} ({importance.evaluator})",
+        title=f"{importance_title(importance)} ({importance.evaluator}, 90% intervals)"
+        + (f"<br><sup>{verdict}</sup>" if verdict else ""),
         xaxis_title=f"importance for {METRIC}",
         margin={"l": 140},
     )

@@ -44,6 +44,14 @@ class Winner:
     rounds: int = 0
     epoch_time_s: float | None = None  # projected seconds of one full epoch
     trial_value: float | None = None  # the single trial measurement (Optuna's "best" value)
+    # confirmation rounds kept although the machine was busy (no quiet moment came in time):
+    # the winner is then the best-supported configuration, not a settled answer
+    busy_rounds: int = 0
+    waited_quiet_s: float = 0.0
+
+    @property
+    def inconclusive(self) -> bool:
+        return self.busy_rounds > 0
 
 
 @dataclass
@@ -107,6 +115,10 @@ class Summary:
     cache: CacheAnswer | None = None  # the winner reads its images from a cache
     # what --skip-bad-samples left out or replaced (study attribute skipped_samples)
     skipped: dict[str, Any] = field(default_factory=dict)
+    settled: dict[str, Any] | None = None  # when the study stopped before its cap (settle)
+    # seconds by phase over every trial that recorded them (measure.result.PHASES), plus
+    # "storage": a trial's time outside its measurement (the study's reads and writes)
+    phases: dict[str, float] = field(default_factory=dict)
 
     @property
     def confirmation_current(self) -> bool:
@@ -162,6 +174,8 @@ def summarize(study: optuna.Study) -> Summary:
         finished=counts[COMPLETE] + counts[INFEASIBLE] + counts[PRUNED],
         cache=_cache_answer(attrs, winner, ranked, fixed, dataset_images),
         skipped=attrs.get("skipped_samples") or {},
+        settled=attrs.get("settled") or None,
+        phases=_phases(trials),
     )
 
 
@@ -210,6 +224,8 @@ def _winner(
             spread=best["spread"],
             rounds=confirmation["rounds"],
             trial_value=best.get("trial_value"),
+            busy_rounds=int(confirmation.get("busy_rounds") or 0),
+            waited_quiet_s=float(confirmation.get("waited_quiet_s") or 0.0),
         )
     elif ranked:
         t = ranked[0]
@@ -410,6 +426,27 @@ def _pruning(trials: list[optuna.trial.FrozenTrial], n_windows: int) -> dict[str
         "spent_s": round(spent, 1),
         "fraction": round(saved / (saved + spent), 3) if saved + spent > 0 else 0.0,
     }
+
+
+def _phases(trials: list[optuna.trial.FrozenTrial]) -> dict[str, float]:
+    """The study's seconds by phase, summed over the trials that recorded them; "storage" is
+    each trial's time from its start to its end less its measurement's (Optuna's own writes
+    and ours, notes included)."""
+    from loadersearch.measure.result import PHASES
+
+    totals = dict.fromkeys((*PHASES, "storage"), 0.0)
+    seen = False
+    for t in trials:
+        phases = t.user_attrs.get("phases")
+        if not phases:
+            continue
+        seen = True
+        for name in PHASES:
+            totals[name] += float(phases.get(name) or 0.0)
+        if t.datetime_start and t.datetime_complete:
+            span = (t.datetime_complete - t.datetime_start).total_seconds()
+            totals["storage"] += max(0.0, span - float(t.user_attrs.get("wall_s") or 0.0))
+    return {k: round(v, 1) for k, v in totals.items()} if seen else {}
 
 
 def _confirm_seconds(confirmation: dict[str, Any] | None) -> float:

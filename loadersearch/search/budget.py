@@ -18,6 +18,7 @@ import logging
 import os
 import time
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 import optuna
@@ -172,6 +173,7 @@ def optimize_to_total(
     callbacks: list | None = None,
     poll_seconds: float | None = None,
     trial_attrs: dict[str, Any] | None = None,
+    settle: Callable[[optuna.Study], object] | None = None,
 ) -> int:
     """Run ``objective`` until the study holds ``total`` trials in ``states`` (default COMPLETE
     and PRUNED), counting every worker's trials: ``total`` is the study's budget, shared by
@@ -188,6 +190,9 @@ def optimize_to_total(
     attributes ``trial_attrs`` and, when this host's fingerprint differs from the one the
     study stored (user attribute ``hardware``; a machine that joined with
     ``--allow-mixed-hardware``), ``hardware_differences``.
+
+    ``settle`` (see :mod:`loadersearch.search.settle`) is asked before each trial; when it
+    answers something, the study is settled and this process stops before the total.
     """
     counted = tuple(states or (TrialState.COMPLETE, TrialState.PRUNED))
     if study.user_attrs.get("trials") != total:
@@ -280,5 +285,7 @@ def optimize_to_total(
             time.sleep(poll)
             continue
         waiting_logged = False
+        if settle is not None and settle(study):
+            return ran
         optimize_one()
         ran += 1

@@ -1,5 +1,5 @@
 """Against the winner's curse: the best of N noisy trials is biased upward, so re-measure the
-finalists (the top 3 configurations and the best baseline) interleaved, A B C D A B C D ...,
+finalists (the top 3 configurations and every measured baseline) interleaved, A B C D A B C D ...,
 so that slow drifts of the machine hit every finalist alike, and name the winner by median.
 
 The measurements are stored in the study user attribute "confirmation" (see
@@ -8,6 +8,7 @@ The measurements are stored in the study user attribute "confirmation" (see
 
 from __future__ import annotations
 
+import os
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from loadersearch.config import LoaderConfig
 from loadersearch.measure.result import OK, MeasureResult
+from loadersearch.search.baselines import baseline_names
 from loadersearch.search.objective import Objective, result_attrs
 from loadersearch.search.progress import Progress
 from loadersearch.search.space import config_from_params
@@ -70,23 +72,50 @@ def trial_config(trial: optuna.trial.FrozenTrial, space_fixed: dict[str, Any]) -
 def finalists(
     study: optuna.Study, space_fixed: dict[str, Any], k: int = TOP_K
 ) -> list[dict[str, Any]]:
-    """The top ``k`` distinct configurations and the best baseline (if not already among
-    them), as dicts with trial number, label, config and baseline name."""
+    """The top ``k`` distinct configurations and every baseline the answer quotes (each
+    measured one: complete, or pruned), as dicts with trial number, label, config and
+    baseline name. A baseline is re-measured beside the finalists rather than quoted from its
+    trial: a pruned trial's window mean, or a trial measured at a busier moment, is not a rate
+    to compare the winner's confirmation with."""
     chosen: dict[LoaderConfig, dict[str, Any]] = {}
-    ranked = feasible_complete(study)
-    for t in ranked:
+    for t in feasible_complete(study):
         config = trial_config(t, space_fixed)
         if config not in chosen and len(chosen) < k:
             chosen[config] = _candidate(t, config)
-    baselines = [t for t in ranked if t.user_attrs.get("baseline")]
-    if baselines:
-        best = baselines[0]
-        config = trial_config(best, space_fixed)
+    for t in quoted_baselines(study):
+        config = trial_config(t, space_fixed)
         if config in chosen:
-            chosen[config]["baseline"] = best.user_attrs["baseline"]
+            names = baseline_names(chosen[config]["baseline"])
+            names += [n for n in baseline_names(t.user_attrs["baseline"]) if n not in names]
+            chosen[config]["baseline"] = "+".join(names)
         else:
-            chosen[config] = _candidate(best, config)
+            chosen[config] = _candidate(t, config)
     return list(chosen.values())
+
+
+def quoted_baselines(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
+    """Each baseline's trial that measured it, best first: its last trial that did not fail
+    (a baseline stopped by Ctrl-C or a bad sample is queued again), when that one finished
+    feasible or was pruned after some windows. Infeasible and failed baselines have no rate."""
+    from optuna.trial import TrialState
+
+    last: dict[str, optuna.trial.FrozenTrial] = {}
+    for t in study.get_trials(deepcopy=False):
+        name = t.user_attrs.get("baseline")
+        if name and (t.state != TrialState.FAIL or name not in last):
+            last[name] = t
+    quoted = [
+        t
+        for t in last.values()
+        if (
+            t.state == TrialState.COMPLETE
+            and t.user_attrs.get("feasible", True)
+            and t.value is not None
+            and t.value > 0
+        )
+        or (t.state == TrialState.PRUNED and t.intermediate_values)
+    ]
+    return sorted(quoted, key=lambda t: t.value if t.value is not None else 0.0, reverse=True)
 
 
 def _candidate(trial: optuna.trial.FrozenTrial, config: LoaderConfig) -> dict[str, Any]:
@@ -105,17 +134,90 @@ def remeasure_interleaved(
     *,
     rounds: int,
     on_result: Callable[[int, LoaderConfig, MeasureResult], None] | None = None,
+    quiet: QuietWait | None = None,
 ) -> dict[LoaderConfig, list[float]]:
     """Measure every configuration ``rounds`` times, A B C A B C ..., so that a slow drift of
-    the machine hits each alike; the value of a failed measurement is 0."""
+    the machine hits each alike; the value of a failed measurement is 0.
+
+    With ``quiet``, a round in which any measurement was busy (others' CPU use above the busy
+    share) is measured again once the machine is quiet, as long as ``quiet`` may still wait;
+    the busy round's values are dropped then (``on_result`` saw them, marked busy)."""
     values: dict[LoaderConfig, list[float]] = {c: [] for c in configs}
     for round_ in range(rounds):
-        for config in configs:
-            result = measure_one(config)
+        while True:
+            results = [(config, measure_one(config)) for config in configs]
+            for config, result in results:
+                if on_result:
+                    on_result(round_, config, result)
+            busy = any(result.busy_host for _, result in results)
+            if not busy or quiet is None or not quiet.wait():
+                break
+        if busy and quiet is not None:
+            quiet.busy_rounds += 1
+        for config, result in results:
             values[config].append(float(result.objective) if result.status == OK else 0.0)
-            if on_result:
-                on_result(round_, config, result)
     return values
+
+
+QUIET_WAIT_ENV = "LOADERSEARCH_QUIET_WAIT_S"
+QUIET_WAIT_S = 300.0  # the longest a confirmation waits for quiet, in all
+QUIET_SAMPLE_S = 2.0  # the span over which the machine's load is read while waiting
+
+
+def quiet_wait_limit() -> float:
+    """``$LOADERSEARCH_QUIET_WAIT_S`` (0 = never wait) or :data:`QUIET_WAIT_S`."""
+    text = os.environ.get(QUIET_WAIT_ENV)
+    if text is None or not text.strip():
+        return QUIET_WAIT_S
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if value < 0:
+        raise ValueError(
+            f"{QUIET_WAIT_ENV}={text!r} is not a number of seconds; give how long the "
+            f"confirmation may wait for a quiet machine (e.g. {QUIET_WAIT_S:.0f}, or 0)"
+        )
+    return value
+
+
+class QuietWait:
+    """The confirmation's budget of waiting for a quiet machine: :meth:`wait` reads the
+    machine's outside load every :data:`QUIET_SAMPLE_S` seconds until it is below the busy
+    share (True) or the budget is spent (False)."""
+
+    def __init__(self, limit_s: float, notice: Callable[[str], None] | None = None) -> None:
+        self.limit_s = limit_s
+        self.waited_s = 0.0
+        self.busy_rounds = 0  # rounds kept although busy: the budget was spent
+        self.notice = notice or (lambda text: None)
+
+    def wait(self) -> bool:
+        from loadersearch.measure.hostload import HostLoadMeter, busy_share
+
+        left = self.limit_s - self.waited_s
+        if left <= 0:
+            return False
+        self.notice(
+            f"a confirmation round was measured while other processes used more than "
+            f"{busy_share():.0%} of the CPUs: waiting for a quieter moment to measure it again "
+            f"(up to {left:.0f} s more)"
+        )
+        meter = HostLoadMeter()
+        while self.waited_s < self.limit_s:
+            span = min(QUIET_SAMPLE_S, self.limit_s - self.waited_s)
+            meter.start()
+            time.sleep(span)  # the span the load is read over, not a guess at a condition
+            load = meter.stop()
+            self.waited_s += span
+            if load is not None and not load.busy():
+                self.notice(f"quiet again ({load.describe()}): measuring the round again")
+                return True
+        self.notice(
+            f"the machine stayed busy for {self.waited_s:.0f} s: the confirmation keeps its "
+            "busy rounds and its answer is inconclusive"
+        )
+        return False
 
 
 def confirm_study(
@@ -149,8 +251,9 @@ def confirm_study(
         )
         progress.confirm_step(cand["label"], round_, result)
 
+    quiet = QuietWait(quiet_wait_limit(), progress.notice)
     values = remeasure_interleaved(
-        list(by_config), objective.measure, rounds=rounds, on_result=record
+        list(by_config), objective.measure, rounds=rounds, on_result=record, quiet=quiet
     )
     for config, cand in by_config.items():
         cand.update(_spread(values[config]))
@@ -163,6 +266,11 @@ def confirm_study(
         "candidates": candidates,
         "measurements": measurements,
         "winner": winner["trial"],
+        "waited_quiet_s": round(quiet.waited_s, 1),
+        # rounds kept although the machine was busy: the answer is then the best-supported
+        # configuration, not a settled one
+        "busy_rounds": quiet.busy_rounds,
+        "inconclusive": quiet.busy_rounds > 0,
     }
     study.set_user_attr(CONFIRMATION_ATTR, confirmation)
     return confirmation
@@ -187,10 +295,13 @@ def _finished(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
 
 
 def confirmation_is_current(study: optuna.Study, rounds: int) -> bool:
-    """Whether the stored confirmation already covers every finished trial of the study."""
+    """Whether the stored confirmation already covers every finished trial of the study. An
+    inconclusive one (measured on a machine that never quieted) is never current: the next
+    run confirms again."""
     stored = study.user_attrs.get(CONFIRMATION_ATTR)
     return bool(
         stored
+        and not stored.get("inconclusive")
         and stored.get("rounds") == rounds
         and stored.get("finished_trials") == len(_finished(study))
     )

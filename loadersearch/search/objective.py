@@ -196,6 +196,8 @@ def result_attrs(result: MeasureResult) -> dict[str, Any]:
         "wall_s": r(result.wall_s, 2),
         "windows_done": done,
         "measured_s": r(measured, 3),
+        # where wall_s went: start, build, warmup, planned, extra, teardown (measure.result)
+        "phases": {k: r(v, 2) for k, v in result.phases.items()},
         # Per window, the share the loop waited for data (the rates are the trial's
         # intermediate values): what the report and the trial's note draw.
         "window_wait": [r(window_wait(w), 3) for w in result.windows],
@@ -322,6 +324,8 @@ class Objective:
             return float(result.objective)
         if result.status == PRUNED:
             self._crashes = 0
+            if result.busy_host:
+                self.requeue_busy_pruned(trial, config)
             raise optuna.TrialPruned(f"pruned after {len(result.windows)} windows")
         if result.status == INFEASIBLE or (
             result.status == ERROR and result.reason == INVALID_CONFIG
@@ -400,6 +404,25 @@ class Objective:
             if after is not None:
                 after(result)
             return result
+
+    def requeue_busy_pruned(self, trial: optuna.Trial, config: LoaderConfig) -> None:
+        """A trial pruned while the machine was busy lost against rates measured at quieter
+        moments: that is no verdict on its configuration. Queue it once more (its baseline
+        name too), unless it is itself such a second try or the machine stays busy (then the
+        second try would be busy as well). The new trial counts against the budget."""
+        if trial.user_attrs.get("requeued_from") is not None:
+            return
+        if self._futile_remeasures >= MAX_FUTILE_REMEASURES:
+            return
+        attrs: dict[str, Any] = {"requeued_from": trial.number}
+        if trial.user_attrs.get("baseline"):
+            attrs["baseline"] = trial.user_attrs["baseline"]
+        trial.study.enqueue_trial(dict(trial.params), user_attrs=attrs)
+        trial.set_user_attr("requeued_busy", True)
+        self.progress.notice(
+            f"trial {trial.number} ({config.label()}) was pruned while the machine was busy: "
+            "that is no verdict on it, so it is queued to be measured again"
+        )
 
     def remeasure_busy(self, trial: int, config: LoaderConfig, first: MeasureResult
                        ) -> MeasureResult:  # fmt: skip

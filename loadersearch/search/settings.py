@@ -73,6 +73,7 @@ _TYPES = {
         "pruner": _TEXT,
         "seed": _WHOLE,
         "description": _TEXT,
+        "settle": _FLAG,
     },
     "workload": {
         "kind": _TEXT,
@@ -167,6 +168,7 @@ class StudySettings:
     seed: int | None = None  # sampler seed
     baselines: bool = True  # enqueue the three baselines first
     probe: bool = True  # probe the largest batch that fits the VRAM cap
+    settle: bool = True  # stop before `trials` once the answer is settled (search.settle)
     classes: int | None = None  # informational: classes of the user's dataset
     description: str = ""
     source: str | None = None  # the spec file, if any
@@ -324,7 +326,11 @@ def resolve_settings(
     epochs_planned = int(study.get("epochs_planned", 300))
     if epochs_planned < 1:
         raise SpecError(f"epochs_planned must be at least 1 but got {epochs_planned}.")
-    extra = {k: study[k] for k in ("baselines", "probe", "allow_mixed_hardware") if k in study}
+    extra = {
+        k: study[k]
+        for k in ("baselines", "probe", "allow_mixed_hardware", "settle")
+        if k in study
+    }
     return StudySettings(
         workload=workload,
         plan=plan,

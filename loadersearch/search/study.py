@@ -61,6 +61,7 @@ from loadersearch.search.settings import (
     resolved_workload,
     uses_cuda,
 )
+from loadersearch.search.settle import SETTLE_ATTR, settle_check
 from loadersearch.search.space import SearchSpace, SpaceError
 
 if TYPE_CHECKING:
@@ -211,6 +212,7 @@ def run_study(
     *,
     create: bool = True,
     confirm: bool = True,
+    reconfirm: bool = False,
     measure_fn: MeasureFn | None = None,
     progress: Progress | None = None,
     hardware: Hardware | None = None,
@@ -225,7 +227,8 @@ def run_study(
 
     ``create=True`` (``loadersearch run``) creates the study or resumes it after checking that
     its stored spec is ``settings``'; ``create=False`` (a worker) only joins an existing study,
-    with the settings :func:`join_study` read from it."""
+    with the settings :func:`join_study` read from it. ``reconfirm=True`` (``loadersearch
+    confirm``) runs no trial and confirms the finalists again, current confirmation or not."""
     from loadersearch.measure.forkserver import serving
 
     # One fork server for every measurement of the run (probe, trials, confirmation): each
@@ -235,6 +238,7 @@ def run_study(
             settings,
             create=create,
             confirm=confirm,
+            reconfirm=reconfirm,
             measure_fn=measure_fn,
             progress=progress,
             hardware=hardware,
@@ -248,6 +252,7 @@ def _run_study(
     *,
     create: bool,
     confirm: bool,
+    reconfirm: bool,
     measure_fn: MeasureFn | None,
     progress: Progress | None,
     hardware: Hardware | None,
@@ -333,6 +338,8 @@ def _run_study(
         study.sampler = make_sampler(settings.sampler, space, settings.seed, gpu=gpu)
         if create and study.user_attrs.get("sampler") != settings.sampler:
             study.set_user_attr("sampler", settings.sampler)  # the one workers use
+        if create and study.user_attrs.get(SETTLE_ATTR, True) != settings.settle:
+            study.set_user_attr(SETTLE_ATTR, settings.settle)  # workers follow the creator
         if settings.baselines:
             enqueue_baselines(study, space, hardware, gpu=gpu, ranks=settings.workload.gpus)
         elif create and "baselines" not in study.user_attrs:
@@ -350,14 +357,16 @@ def _run_study(
     def report_end(study_: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
         progress.trial_end(trial, {"finished": finished_trials(study_)})
 
-    if before < settings.trials:
-        # The budget is the study's total, shared exactly by every worker on every machine.
+    if before < settings.trials and not reconfirm:
+        # The budget is the study's total, shared exactly by every worker on every machine;
+        # a cap, when the answer settles before it.
         optimize_to_total(
             study,
             objective,
             settings.trials,
             catch=(TrialCrash,),
             callbacks=[*callbacks, report_end],
+            settle=settle_check(study, settings.trials, space, enabled=settings.settle),
         )
     ran = finished_trials(study) - before
     nothing = nothing_feasible(study, settings)
@@ -365,8 +374,8 @@ def _run_study(
         raise NothingFeasibleError(nothing)
 
     confirmation = study.user_attrs.get("confirmation")
-    if confirm and settings.confirm_rounds > 0:
-        if not confirmation_is_current(study, settings.confirm_rounds):
+    if (confirm or reconfirm) and settings.confirm_rounds > 0:
+        if reconfirm or not confirmation_is_current(study, settings.confirm_rounds):
             confirmation = confirm_study(
                 study, objective, rounds=settings.confirm_rounds, progress=progress
             )
@@ -412,32 +421,39 @@ def join_study(
 
     url = resolve_storage_url(storage)
     rdb = open_existing_storage(url)  # read-only: a wrong --storage creates nothing
-    studies = {s.study_name: s._study_id for s in rdb.get_all_studies()}
-    if study_name not in studies:
-        names = sorted(studies)
-        listed = ", ".join(names[:20]) + (", ..." if len(names) > 20 else "") or "none"
-        raise StudyError(
-            f"no study named {study_name!r} in {redact_url(url)} (studies there: {listed}). "
-            "A worker only joins a study: create it first with `loadersearch run --study "
-            f"{study_name} --storage URL --trials N`, or check --storage."
+    try:
+        studies = {s.study_name: s._study_id for s in rdb.get_all_studies()}
+        if study_name not in studies:
+            names = sorted(studies)
+            listed = ", ".join(names[:20]) + (", ..." if len(names) > 20 else "") or "none"
+            raise StudyError(
+                f"no study named {study_name!r} in {redact_url(url)} (studies there: "
+                f"{listed}). A worker only joins a study: create it first with `loadersearch "
+                f"run --study {study_name} --storage URL --trials N`, or check --storage."
+            )
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        study = optuna.load_study(study_name=study_name, storage=rdb)
+        total = trials or study.user_attrs.get("trials")
+        if not total:
+            raise StudyError(
+                f"study {study_name!r} does not record its total number of trials; pass "
+                "--trials N (the total over every machine)."
+            )
+        # A worker adds nothing to the study: the creator enqueued the baselines (or chose
+        # not to) and stored the batch-size probe.
+        settings = settings_from_study(
+            study,
+            trials=int(total),
+            storage=url,
+            allow_mixed_hardware=allow_mixed_hardware,
+            baselines=False,
+            probe=False,
         )
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    study = optuna.load_study(study_name=study_name, storage=rdb)
-    total = trials or study.user_attrs.get("trials")
-    if not total:
-        raise StudyError(
-            f"study {study_name!r} does not record its total number of trials; pass --trials N "
-            "(the total over every machine)."
-        )
-    # A worker adds nothing to the study: the creator enqueued the baselines (or chose not
-    # to) and stored the batch-size probe.
-    settings = settings_from_study(
-        study,
-        trials=int(total),
-        storage=url,
-        allow_mixed_hardware=allow_mixed_hardware,
-        baselines=False,
-        probe=False,
-    )
-    hosts = [*study_hosts(rdb, studies[study_name]), host_name()]
-    return settings, storage_warnings(url, hosts)
+        hosts = [*study_hosts(rdb, studies[study_name]), host_name()]
+        return settings, storage_warnings(url, hosts)
+    finally:
+        # Only the spec is read here; the run opens its own storage. Left open, this pool's
+        # connections would stay idle on the server for the whole run: two of every
+        # worker's four, which a Slurm array of 32 workers multiplies past PostgreSQL's
+        # default max_connections (benchmarks/bench_shared_study.py).
+        rdb.engine.dispose()

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import logging
 import os
+import random
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from loadersearch.errors import StorageError, StudyError
 from loadersearch.storage._disk import check_free_space, disk_full_error
 from loadersearch.storage._lock import file_lock, sqlite_lock_path
-from loadersearch.storage._retrying import retrying_storage_class
+from loadersearch.storage._retrying import retrying_storage_class, server_full
 from loadersearch.storage._settings import (
     DEFAULT_RETRY_SECONDS,
     RETRY_ENV,
@@ -25,6 +28,7 @@ from loadersearch.storage._sqlite import (
     use_sqlite_wal,
 )
 from loadersearch.storage._url import (
+    check_url,
     first_line,
     redact_url,
     resolve_storage_url,
@@ -34,6 +38,9 @@ from loadersearch.storage._url import (
 
 if TYPE_CHECKING:
     import optuna
+
+_logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 def open_storage(
@@ -53,7 +60,8 @@ def open_storage(
     ``$LOADERSEARCH_DB_RETRY_SECONDS`` or 120). The returned storage has a ``warnings`` list
     (see :func:`storage_warnings`) for the CLI to show. Raises :class:`StorageError` with the
     redacted URL and the fix when the storage cannot be opened; opening is not retried, so a
-    wrong URL fails fast. A SQLite file is created under a lock beside it (two processes
+    wrong URL fails fast, except while the server has no free connection (see
+    :func:`_while_full`). A SQLite file is created under a lock beside it (two processes
     creating Optuna's tables at once collide), and refused when its file system has too
     little free space for SQLite's write-ahead log.
     """
@@ -61,6 +69,7 @@ def open_storage(
     from optuna.storages import RetryHeartbeatStaleTrialCallback
 
     url = resolve_storage_url(url)
+    check_url(url)
     path = sqlite_path(url)
     if path is not None:
         directory = os.path.dirname(path)
@@ -107,11 +116,41 @@ def open_storage(
 SCHEMA_RACE_TRIES = 5  # another process creating the same tables at once: try again
 
 
+def _while_full(url: str, open_once: Callable[[], T]) -> T:
+    """``open_once()``, tried again with back-off while the server refuses the connection for
+    having none free (``max_connections``; :func:`server_full`), for up to
+    ``$LOADERSEARCH_DB_RETRY_SECONDS``: a Slurm array starting more workers than the server
+    takes at once then joins as connections free up (each finished worker frees its own)
+    instead of failing. Any other error is raised at once."""
+    deadline = time.monotonic() + float_env(RETRY_ENV, DEFAULT_RETRY_SECONDS)
+    delay = 0.5
+    logged = False
+    while True:
+        try:
+            return open_once()
+        except Exception as e:
+            full = server_full(e)
+            left = deadline - time.monotonic()
+            if full is None or left <= 0:
+                raise
+            if not logged:
+                logged = True
+                _logger.warning(
+                    "The database server of %s has no free connection (%s); waiting up to "
+                    "%g s for one.",
+                    redact_url(url),
+                    scrub(first_line(full), url),
+                    float_env(RETRY_ENV, DEFAULT_RETRY_SECONDS),
+                )
+            time.sleep(min(delay * (0.5 + random.random()), left))
+            delay = min(delay * 2, 10.0)
+
+
 def _construct(url: str, kwargs: dict[str, Any]) -> optuna.storages.RDBStorage:
     """The storage object, with errors turned into one :class:`StorageError` line."""
     for attempt in range(1, SCHEMA_RACE_TRIES + 1):
         try:
-            return retrying_storage_class()(url, **kwargs)
+            return _while_full(url, lambda: retrying_storage_class()(url, **kwargs))
         except ImportError as e:
             raise StorageError(
                 f"the database driver for {redact_url(url)} is not installed ({first_line(e)})"
@@ -142,6 +181,20 @@ def _open_error(url: str, e: BaseException) -> StorageError:
     disk_full = disk_full_error(e, path)
     if disk_full is not None:
         return disk_full
+    full = server_full(e)
+    if full is not None:  # Optuna's own wrapper would say "invalid data in the commit"
+        return StorageError(
+            scrub(
+                f"the database server of {redact_url(url)} has no free connection "
+                f"({first_line(full)}), and had none for "
+                f"{float_env(RETRY_ENV, DEFAULT_RETRY_SECONDS):g} s. Each loadersearch run or "
+                "worker holds up to 2 connections (its trials and their heartbeat): raise the "
+                "server's max_connections (PostgreSQL's default is 100, MariaDB's 151), start "
+                "fewer workers at once, or put a connection pooler (PgBouncer) in front of "
+                f"the server. ${RETRY_ENV} sets how long to wait.",
+                url,
+            )
+        )
     if path is not None:  # a file, not a server: say what to check about a file
         advice = (
             f"Check that {path} is a SQLite database loadersearch or Optuna wrote and that "
@@ -169,6 +222,7 @@ def open_existing_storage(url: str | None = None) -> optuna.storages.RDBStorage:
     does not exist, or a database without Optuna's tables, is refused with
     :class:`StudyError` and left as it was."""
     url = resolve_storage_url(url)
+    check_url(url)
     path = sqlite_path(url)
     if path is not None and not os.path.isfile(path):
         raise StudyError(
@@ -190,12 +244,15 @@ def _require_optuna_schema(url: str, kwargs: dict[str, Any]) -> None:
     path = sqlite_path(url)
     if path is not None:  # immutable: this look creates nothing beside the file either
         kwargs = {**kwargs, "creator": sqlite_readonly_connect(path, immutable=True)}
-    try:
+    def table_names() -> set[str]:
         engine = sqlalchemy.create_engine(url, **kwargs)
         try:
-            tables = set(sqlalchemy.inspect(engine).get_table_names())
+            return set(sqlalchemy.inspect(engine).get_table_names())
         finally:
             engine.dispose()
+
+    try:
+        tables = _while_full(url, table_names)
     except Exception as e:
         raise _open_error(url, e) from safe_cause(url, e)
     if not OPTUNA_TABLES <= tables:

@@ -41,6 +41,35 @@ def is_transient(exc: BaseException) -> bool:
     return False
 
 
+# A server with no free connection: PostgreSQL SQLSTATE 53300 (max_connections, or a role's or
+# a database's CONNECTION LIMIT), MySQL/MariaDB 1040 (max_connections) and 1226 (a user's
+# max_user_connections). It ends when other clients disconnect, unlike a wrong host or port.
+_FULL_SQLSTATES = frozenset({"53300"})
+_FULL_MYSQL_CODES = frozenset({1040, 1226})
+_FULL_TEXTS = ("too many clients", "too many connections", "max_user_connections")
+
+
+def server_full(exc: BaseException) -> BaseException | None:
+    """The driver's error in ``exc`` (or its causes) that says the database server refused a
+    new connection because it has none free, or None."""
+    e: BaseException | None = exc
+    seen = 0
+    while e is not None and seen < 10:
+        args = getattr(e, "args", ())
+        if getattr(e, "sqlstate", None) in _FULL_SQLSTATES or (
+            type(e).__module__.startswith("pymysql") and args and args[0] in _FULL_MYSQL_CODES
+        ):
+            return e
+        # psycopg gives no SQLSTATE for an error while connecting: only the server's text.
+        if type(e).__module__.startswith("psycopg") and any(
+            t in str(e).lower() for t in _FULL_TEXTS
+        ):
+            return e
+        e = getattr(e, "orig", None) or e.__cause__ or e.__context__
+        seen += 1
+    return None
+
+
 def _disk_full(url: str, e: BaseException) -> StorageError:
     from loadersearch.storage._disk import full_message
     from loadersearch.storage._sqlite import sqlite_path

@@ -225,6 +225,22 @@ def test_optuna_trial_failed_warnings_are_kept_for_debug(tiny_dataset, tmp_path)
     assert "Trial" in out and "failed with parameters" in out  # Optuna's warning, with --debug
 
 
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["run", "--workload", "emulated", "--data", "/nonexistent/dataset"],
+        ["report", "--storage", "sqlite:////nonexistent/x.db"],
+        ["best", "--storage", "postgresql+psycopg://u:pw@127.0.0.1:1/db"],
+    ],
+    ids=["run bad data", "report no database", "best unreachable server"],
+)
+def test_debug_adds_the_traceback_and_keeps_the_exit_code(args):
+    plain, debug = invoke(args), invoke(["--debug", *args])
+    assert (plain.exit_code, debug.exit_code) == (2, 2), debug.output
+    assert "Traceback" not in plain.output and "Traceback" in debug.output, debug.output
+    assert one_error_line(plain.output) in debug.output  # the same line, after the traceback
+
+
 # ------------------------------------------------------------------------ dashboard
 
 

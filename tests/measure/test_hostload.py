@@ -9,7 +9,6 @@ import subprocess
 import sys
 import time
 
-import psutil
 import pytest
 
 from loadersearch.errors import LoaderSearchError
@@ -46,27 +45,6 @@ def _measure(data: str, kind: str, workers: int) -> dict:
     out = json.loads(done.stdout.strip().splitlines()[-1])
     assert out["status"] == "ok", out["message"]
     return out
-
-
-@pytest.fixture
-def burners():
-    """Two processes that burn a CPU each, running (polled) before the test goes on."""
-    procs = [
-        subprocess.Popen([sys.executable, "-c", "while True: pass"], start_new_session=True)
-        for _ in range(2)
-    ]
-    try:
-        deadline = time.monotonic() + 60
-        for p in procs:
-            ps = psutil.Process(p.pid)
-            while ps.cpu_times().user < 0.2:
-                assert time.monotonic() < deadline, "the burners never ran"
-                time.sleep(0.05)
-        yield procs
-    finally:
-        for p in procs:
-            p.kill()
-            p.wait()
 
 
 def test_a_cpu_burning_process_outside_the_measurement_flags_it(tiny_dataset, burners):

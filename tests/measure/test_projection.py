@@ -106,3 +106,19 @@ def test_the_precision_is_the_t_interval_of_the_epochs_own_projections():
 def test_t90_is_students_t_and_tends_to_the_normal_quantile():
     assert t90(1) == 6.314 and t90(2) == 2.920 and t90(11) == t90(10) == 1.812
     assert t90(1000) == 1.645 and t90(0) == float("inf")
+
+
+def test_the_phases_divide_the_wall_time_at_the_moments_seen():
+    from loadersearch.measure.result import phases_of
+
+    marks = {"started": 10.5, "ready": 12.0, "measuring": 13.0, "extra": 16.0, "done": 17.0}
+    assert phases_of(marks, t0=10.0, end=17.25) == {
+        "start": 0.5, "build": 1.5, "warmup": 1.0, "planned": 3.0, "extra": 1.0,
+        "teardown": 0.25,
+    }  # fmt: skip
+    # no added epoch, no child start: its time stays with the phase before
+    marks = {"ready": 12.0, "measuring": 13.0, "done": 17.0}
+    assert phases_of(marks, t0=10.0, end=17.0) == {
+        "start": 2.0, "build": 0.0, "warmup": 1.0, "planned": 4.0, "extra": 0.0,
+        "teardown": 0.0,
+    }  # fmt: skip

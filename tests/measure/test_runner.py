@@ -87,6 +87,12 @@ def test_measurement_reports_consistent_windows_and_projection(
     assert 0 <= result.wait_fraction <= 1
     assert result.overhead_s > 0 and result.warmup_s > 0
     assert result.wall_s > result.overhead_s
+    # where the wall time went: every phase it passed through, adding up to it
+    phases = result.phases
+    assert sum(phases.values()) == pytest.approx(result.wall_s, abs=0.01)
+    assert phases["build"] > 0 and phases["warmup"] > 0 and phases["planned"] > 0
+    assert phases["start"] + phases["build"] == pytest.approx(result.overhead_s, abs=0.01)
+    assert phases["planned"] >= sum(w.seconds for w in result.windows) * 0.99
     assert result.peak_rss_bytes and result.peak_rss_bytes > 50 * 2**20
     assert result.cpu_util_mean is not None and result.cpu_util_mean > 0
     assert result.nvml == "ok" or result.nvml.startswith("absent")
@@ -203,6 +209,8 @@ def test_pruning_from_on_window_kills_the_child_and_its_workers(tiny_dataset, qu
     assert result.status == PRUNED
     assert len(result.windows) == 1
     assert len(pids) >= 3 and alive(pids) == []
+    # a pruned measurement stops at its last window: the rest is its teardown
+    assert result.phases["extra"] == 0 and result.phases["teardown"] > 0
 
 
 def test_emulated_batch_over_the_vram_cap_is_infeasible(tiny_dataset, quick_plan):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import optuna
 from hand_study import BEST_SINGLE, add_trial, cfg, make_study
 
+from loadersearch.config import LoaderConfig
 from loadersearch.report import importances
 from loadersearch.report._importance import importance_study
 from loadersearch.search.space import KNOBS
@@ -49,3 +50,88 @@ def test_fewer_than_two_configurations_give_no_importance():
     add_trial(study, cfg(2, 16, True, 2), 60.0)
     imp = importances(study)
     assert imp.values == {} and imp.trials == [0]
+
+
+def _study_of(rows: list[tuple[LoaderConfig, float, float]]) -> optuna.Study:
+    """A study of distinct configurations, each (config, value, its stated 90% precision)."""
+    study = optuna.create_study(direction="maximize")
+    for config, value, precision in rows:
+        add_trial(study, config, value, precision=precision)
+    return study
+
+
+# The issue's case: CPU-bound training where every configuration is within its own noise.
+FLAT = [
+    (cfg(0, 16), 26.0, 0.08),
+    (cfg(2, 16, True, 2), 27.5, 0.08),
+    (cfg(2, 32, False, 4), 27.0, 0.08),
+    (cfg(4, 24, True, 8), 28.0, 0.08),
+    (cfg(1, 8, False, 2), 26.5, 0.08),
+    (cfg(3, 32, True, 2), 27.2, 0.08),
+]
+# Workers decide it (1 to 4 of them); the other knobs vary across them and move little.
+WORKERS = [
+    (cfg(1, 16, False, 2), 20.0, 0.02),
+    (cfg(1, 32, True, 4), 21.0, 0.02),
+    (cfg(1, 8, True, 8), 20.5, 0.02),
+    (cfg(2, 16, True, 8), 40.0, 0.02),
+    (cfg(2, 32, False, 2), 41.0, 0.02),
+    (cfg(2, 8, False, 4), 39.5, 0.02),
+    (cfg(4, 16, True, 4), 60.0, 0.02),
+    (cfg(4, 32, False, 8), 62.0, 0.02),
+    (cfg(4, 8, True, 2), 61.0, 0.02),
+    (cfg(3, 16, False, 8), 50.0, 0.02),
+    (cfg(3, 32, True, 2), 51.0, 0.02),
+    (cfg(3, 8, False, 4), 49.0, 0.02),
+]
+
+
+def test_importance_says_the_settings_barely_matter_when_all_are_within_their_noise():
+    imp = importances(_study_of(FLAT))
+    assert imp.values, "PED-ANOVA still ranks them"
+    assert imp.barely_matters
+    assert imp.stands_out() is None
+    text = imp.verdict()
+    assert text.startswith("On this machine the loader settings barely matter")
+    assert "within 7% of the winner" in text  # 26.0 / 28.0
+
+
+def test_importance_names_the_knob_that_stands_clear_of_the_noise():
+    imp = importances(_study_of(WORKERS))
+    assert not imp.barely_matters
+    assert imp.stands_out() == "num_workers"
+    low, high = imp.intervals["num_workers"]
+    assert low <= imp.values["num_workers"] <= high
+    assert imp.verdict().startswith("num_workers matters most")
+
+
+def test_a_single_noisy_outlier_is_not_a_knob_that_matters():
+    # Same configurations as FLAT, but measured on a busy machine: ±40% each.
+    noisy = [(c, v, 0.4) for c, v, _ in FLAT[:-1]] + [(FLAT[-1][0], 40.0, 0.4)]
+    imp = importances(_study_of(noisy))
+    assert imp.stands_out() is None
+
+
+def test_the_importance_intervals_are_the_same_on_every_read():
+    # The report and the dashboard card are computed in different processes: same intervals.
+    study = _study_of(WORKERS)
+    assert importances(study).intervals == importances(study).intervals
+
+
+def test_the_importance_card_draws_the_intervals_and_the_verdict():
+    from loadersearch.report._plots import importance_figure
+
+    imp = importances(_study_of(FLAT))
+    fig = importance_figure(imp)
+    bar = fig.data[0]
+    assert bar.error_x.array is not None and len(bar.error_x.array) == len(imp.values)
+    assert "barely matter" in fig.layout.title.text
+
+
+def test_the_terminal_report_and_the_dashboard_note_tell_the_same_verdict():
+    from loadersearch.report import summarize
+    from loadersearch.report._notes import study_note
+
+    study = _study_of(FLAT)
+    imp = importances(study)
+    assert imp.verdict() in study_note(summarize(study), imp)

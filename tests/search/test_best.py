@@ -62,6 +62,11 @@ def test_report_writes_the_ranked_table_importance_and_plots(
     assert "Trials of e2e, best first" in result.output
     assert "Parameter importance, PED-ANOVA on" in result.output
     assert "Against the baselines" in result.output
+    assert "Where the trials' time went" in result.output
+    assert "planned measured epochs" in result.output
+    assert "the trials took" in result.output and "the time of the epochs they measured" in (
+        result.output
+    )
     files = set(os.listdir(out))
     assert {"history.html", "importance.html", "history.png", "importance.png"} <= files
     assert "contour_workers_batch.html" in files

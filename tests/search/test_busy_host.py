@@ -113,3 +113,51 @@ def test_a_machine_that_stays_busy_is_not_measured_twice_for_ever(tmp_path):
     assert ["remeasured" in t.user_attrs for t in trials] == [True, True, False]
     assert "unreliable: trial 0, 1, 2" in machine_load(summarize(optuna.load_study(
         study_name="t", storage=settings.storage)))  # fmt: skip
+
+
+def _pruned_then(*outcomes: tuple[str, float, float]):
+    """A measure function whose n-th call ends as ``outcomes[n]``: (status, images/s, outside
+    share); a pruned one reports its window, as the pruner saw it."""
+    from loadersearch.measure.result import PRUNED
+
+    calls: list[tuple[str, float, float]] = []
+
+    def measure(workload, config, plan, *, on_window=None, on_ready=None) -> MeasureResult:
+        status, rate, share = outcomes[len(calls)]
+        calls.append((status, rate, share))
+        window = Window(index=0, epoch=0, images=16, seconds=16 / rate, wait_s=0.0,
+                        compute_s=16 / rate, h2d_s=0.0)  # fmt: skip
+        return MeasureResult(config=config, status=PRUNED if status == "pruned" else OK,
+                             windows=[window], objective=rate if status == "ok" else 0.0,
+                             steady_rate=rate, outside_load=2 * share, outside_share=share,
+                             steal_share=0.0, busy_host=share >= 0.25)  # fmt: skip
+
+    measure.calls = calls
+    return measure
+
+
+def test_a_trial_pruned_on_a_busy_machine_is_queued_once_more(tmp_path):
+    measure = _pruned_then(("ok", 100.0, 0.05), ("pruned", 30.0, 0.9), ("ok", 120.0, 0.05))
+    settings = _one_config(tmp_path, trials=3)
+    run_study(settings, measure_fn=measure, hardware=HOST)
+
+    trials = optuna.load_study(study_name="t", storage=settings.storage).trials
+    assert [t.state.name for t in trials] == ["COMPLETE", "PRUNED", "COMPLETE"]
+    assert trials[1].user_attrs["requeued_busy"] is True
+    assert trials[2].user_attrs["requeued_from"] == 1
+    assert trials[2].params == trials[1].params and trials[2].value == 120.0
+
+
+def test_a_second_try_pruned_on_a_busy_machine_again_is_not_queued_for_ever(tmp_path):
+    measure = _pruned_then(
+        ("ok", 100.0, 0.05), ("pruned", 30.0, 0.9), ("pruned", 30.0, 0.9), ("ok", 90.0, 0.05)
+    )
+    settings = dataclasses.replace(
+        _one_config(tmp_path, trials=4),
+        space=SearchSpace(num_workers=(0, 0), batch_size=(8, 24), pin_memory=(False,)),
+    )
+    run_study(settings, measure_fn=measure, hardware=HOST)
+
+    trials = optuna.load_study(study_name="t", storage=settings.storage).trials
+    assert [t.user_attrs.get("requeued_from") for t in trials] == [None, None, 1, None]
+    assert "requeued_busy" not in trials[2].user_attrs

@@ -44,7 +44,7 @@ def _study(*trials) -> optuna.Study:
     return study
 
 
-def test_finalists_are_the_top_distinct_configurations_and_the_best_baseline() -> None:
+def test_finalists_are_the_top_distinct_configurations_and_every_measured_baseline() -> None:
     study = _study(
         _trial(50.0, baseline="pytorch", num_workers=0, batch_size=16),
         _trial(90.0, num_workers=2, batch_size=16),
@@ -59,9 +59,11 @@ def test_finalists_are_the_top_distinct_configurations_and_the_best_baseline() -
         "w2 b16 pf2",
         "w1 b8 pf2",
         "w4 b32 pf2",
-        "w2 b16 pf4",  # the best baseline, not among the top 3
+        "w2 b16 pf4",  # the baselines, not among the top 3, best first
+        "w0 b16",
     ]
-    assert chosen[0]["trial"] == 2 and chosen[-1]["baseline"] == "ultralytics"
+    assert chosen[0]["trial"] == 2
+    assert [c["baseline"] for c in chosen[3:]] == ["ultralytics", "pytorch"]
 
 
 def test_a_baseline_among_the_top_is_labelled_not_added_twice() -> None:
@@ -103,3 +105,142 @@ def test_no_rounds_means_no_measurement() -> None:
     called = []
     values = remeasure_interleaved([LoaderConfig()], lambda c: called.append(c), rounds=0)
     assert values == {LoaderConfig(): []} and called == []
+
+
+def _pruned_baseline(windows: list[float], baseline: str, **params):
+    params = {"pin_memory": False, **params}
+    if params.get("num_workers", 0) > 0:
+        params.setdefault("prefetch_factor", 2)
+        params.setdefault("persistent_workers", False)
+    return optuna.trial.create_trial(
+        params=params,
+        distributions={k: DISTS[k] for k in params},
+        state=optuna.trial.TrialState.PRUNED,
+        intermediate_values=dict(enumerate(windows)),
+        user_attrs={"feasible": True, "baseline": baseline},
+    )
+
+
+def test_a_pruned_baseline_is_remeasured_beside_the_finalists_not_quoted_from_its_windows():
+    # The issue's case: a pruned baseline's window mean (39.6 img/s, measured at a quiet
+    # moment) was compared with the winner's confirmation (9.8 img/s, a busy one).
+    study = _study(
+        _trial(49.0, num_workers=4, batch_size=16),
+        _pruned_baseline([40.0, 39.2], "ultralytics", num_workers=2, batch_size=16),
+        _trial(0.0, feasible=False, baseline="article", num_workers=4, batch_size=32),
+    )
+    chosen = finalists(study, space_fixed={}, k=3)
+    assert [c["baseline"] for c in chosen] == [None, "ultralytics"]
+    assert chosen[1]["trial_value"] is None  # it has no value of its own to quote
+
+
+def test_a_baseline_that_beats_the_named_winner_in_the_same_rounds_is_the_answer():
+    from types import SimpleNamespace
+
+    from loadersearch.search.confirm import confirm_study
+
+    study = _study(
+        _trial(60.0, num_workers=4, batch_size=16),  # lucky in its trial
+        _trial(50.0, baseline="pytorch", num_workers=0, batch_size=16),
+    )
+    rates = {"w4 b16 pf2": 30.0, "w0 b16": 45.0}  # the same rounds: the baseline is faster
+
+    def measure(config: LoaderConfig) -> MeasureResult:
+        return MeasureResult(config=config, status=OK, objective=rates[config.label()])
+
+    objective = SimpleNamespace(
+        measure=measure, host="h", space=SimpleNamespace(fixed=lambda: {})
+    )
+    confirmation = confirm_study(study, objective, rounds=2)
+    assert confirmation["winner"] == 1
+
+    from loadersearch.report import summarize
+
+    summary = summarize(study)
+    assert summary.winner.config == LoaderConfig(num_workers=0, batch_size=16)
+
+
+class _Scripted:
+    """A quiet-wait whose answers are scripted (the real one reads the machine's load)."""
+
+    def __init__(self, answers: list[bool]) -> None:
+        self.answers = answers
+        self.busy_rounds = 0
+
+    def wait(self) -> bool:
+        return self.answers.pop(0)
+
+
+def _busy_first(rates: list[tuple[float, bool]]):
+    it = iter(rates)
+
+    def measure(config: LoaderConfig) -> MeasureResult:
+        rate, busy = next(it)
+        return MeasureResult(config=config, status=OK, objective=rate, busy_host=busy)
+
+    return measure
+
+
+def test_a_busy_round_is_measured_again_once_the_machine_is_quiet():
+    a, b = LoaderConfig(batch_size=8), LoaderConfig(num_workers=1, batch_size=8)
+    measure = _busy_first([(5.0, True), (9.0, False), (10.0, False), (20.0, False)])
+    quiet = _Scripted([True])
+    values = remeasure_interleaved([a, b], measure, rounds=1, quiet=quiet)
+    assert values == {a: [10.0], b: [20.0]}  # the busy round's values are dropped
+    assert quiet.busy_rounds == 0
+
+
+def test_a_round_kept_busy_when_no_quiet_moment_comes_is_counted():
+    a = LoaderConfig(batch_size=8)
+    quiet = _Scripted([False])
+    values = remeasure_interleaved([a], _busy_first([(5.0, True)]), rounds=1, quiet=quiet)
+    assert values == {a: [5.0]} and quiet.busy_rounds == 1
+
+
+_QUIET = """
+import json, sys
+from loadersearch.search.confirm import QuietWait
+notes = []
+quiet = QuietWait(float(sys.argv[1]), notes.append)
+print(json.dumps({"quiet": quiet.wait(), "waited": quiet.waited_s, "notes": notes}))
+"""
+
+
+def _quiet_wait(limit_s: float, share: str) -> dict:
+    import json
+    import os
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", _QUIET, str(limit_s)],
+        env={**os.environ, "LOADERSEARCH_BUSY_SHARE": share},
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_the_wait_for_quiet_gives_up_on_a_machine_kept_busy_and_says_so(burners):
+    # Run in another process: the burners are this test's children, outside that process.
+    out = _quiet_wait(4.0, "0.5")
+    assert out["quiet"] is False and out["waited"] >= 4.0
+    assert "waiting for a quieter moment" in out["notes"][0]
+    assert "stayed busy" in out["notes"][-1]
+
+
+def test_the_wait_for_quiet_ends_at_the_first_quiet_span():
+    out = _quiet_wait(60.0, "5")  # no machine is busier than all its CPUs
+    assert out["quiet"] is True and out["waited"] <= 2.0
+
+
+def test_an_inconclusive_confirmation_is_never_current():
+    from loadersearch.search.confirm import confirmation_is_current
+
+    study = _study(_trial(50.0, num_workers=0, batch_size=16))
+    study.set_user_attr(
+        "confirmation", {"rounds": 3, "finished_trials": 1, "inconclusive": False}
+    )
+    assert confirmation_is_current(study, 3)
+    study.set_user_attr("confirmation", {"rounds": 3, "finished_trials": 1, "inconclusive": True})
+    assert not confirmation_is_current(study, 3)

@@ -233,3 +233,49 @@ def test_a_study_projected_by_an_older_method_is_not_resumed_and_says_why(tmp_pa
         open_study(settings(), host, create=True)
     assert "--study NAME" in str(info.value)
     assert len(study.trials) == 0 and study.user_attrs["spec"] == stored  # nothing changed
+
+
+def _own_connections(url: str) -> int:
+    """This process's open connections to ``url``'s database: sockets to a server, or file
+    descriptors on a SQLite file."""
+    import psutil
+
+    from loadersearch.storage._sqlite import sqlite_path
+
+    me = psutil.Process()
+    path = sqlite_path(url)
+    if path is not None:
+        return sum(os.path.samefile(f.path, path) for f in me.open_files()
+                   if os.path.exists(f.path))  # fmt: skip
+    port = _server_port(url)
+    return sum(1 for c in me.net_connections("tcp") if c.raddr and c.raddr.port == port)
+
+
+def _server_port(url: str) -> int:
+    import sqlalchemy
+
+    parsed = sqlalchemy.engine.make_url(url)
+    return parsed.port or (5432 if parsed.get_backend_name().startswith("postgres") else 3306)
+
+
+def test_joining_a_study_leaves_no_connection_open(storage_url, study_name) -> None:
+    """A worker reads the study's spec (join_study), then runs it on a storage of its own:
+    the connections of the first stayed open, idle, for the whole run (four connections per
+    worker instead of two on the server: a Slurm array of 32 went past PostgreSQL's default
+    max_connections, benchmarks/bench_shared_study.py)."""
+    from loadersearch.hardware import Hardware
+    from loadersearch.search.opening import open_study
+    from loadersearch.search.settings import Overrides, resolve_settings
+    from loadersearch.search.study import join_study
+
+    host = Hardware(cpu_count=2, physical_cores=2)
+    overrides = Overrides(study={"name": study_name}, workload={"kind": "emulated"})
+    settings = resolve_settings(None, overrides, hardware=host, storage=storage_url)
+    study, _ = open_study(settings, host, create=True)
+    study._storage._backend.engine.dispose()
+    before = _own_connections(storage_url)
+
+    joined, _ = join_study(study_name, storage_url, trials=3, allow_mixed_hardware=False)
+
+    assert joined.trials == 3
+    assert _own_connections(storage_url) == before

@@ -312,3 +312,76 @@ def test_local_sqlite_storage_uses_write_ahead_logging(tmp_path):
     open_storage(f"sqlite:///{path}")
     with sqlite3.connect(path) as conn:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+@pytest.fixture(params=["LOADERSEARCH_TEST_POSTGRES", "LOADERSEARCH_TEST_MYSQL"],
+                ids=["postgresql", "mysql"])  # fmt: skip
+def limited_user(request, study_name):
+    """(URL, hold): the test server as a new user allowed 3 connections at once (a server at
+    its max_connections, without filling the real one that other tests use); ``hold()``
+    takes all 3 and returns a function that gives them back."""
+    import sqlalchemy
+
+    url = os.environ.get(request.param)
+    if not url:
+        pytest.skip(f"${request.param} is not set (no test server for this backend)")
+    open_storage(url, heartbeat=False).engine.dispose()  # Optuna's tables exist
+    user = study_name.replace("-", "_")
+    admin = sqlalchemy.create_engine(url, isolation_level="AUTOCOMMIT")
+    base = sqlalchemy.engine.make_url(url)
+    if base.get_backend_name() == "postgresql":
+        setup = [f"CREATE ROLE {user} LOGIN CONNECTION LIMIT 3",
+                 f"GRANT ALL ON ALL TABLES IN SCHEMA public TO {user}",
+                 f"GRANT ALL ON ALL SEQUENCES IN SCHEMA public TO {user}"]  # fmt: skip
+        teardown = [f"DROP OWNED BY {user}", f"DROP ROLE {user}"]
+    else:
+        setup = [f"CREATE USER '{user}'@'%' WITH MAX_USER_CONNECTIONS 3",
+                 f"GRANT ALL ON {base.database}.* TO '{user}'@'%'"]  # fmt: skip
+        teardown = [f"DROP USER '{user}'@'%'"]
+    with admin.connect() as c:
+        for sql in setup:
+            c.execute(sqlalchemy.text(sql))
+    limited = base.set(username=user, password=None).render_as_string(hide_password=False)
+
+    def hold():
+        engine = sqlalchemy.create_engine(limited, poolclass=sqlalchemy.pool.NullPool)
+        held = [engine.connect() for _ in range(3)]
+
+        def release():
+            for conn in held:
+                conn.close()
+
+        return release
+
+    yield limited, hold
+    with admin.connect() as c:
+        for sql in teardown:
+            c.execute(sqlalchemy.text(sql))
+    admin.dispose()
+
+
+def test_a_server_with_no_free_connection_is_waited_for_then_named(
+    limited_user, monkeypatch
+):
+    """64 workers on PostgreSQL's default max_connections (100): 25 exited at once with
+    Optuna's "invalid data in the commit" (benchmarks/bench_shared_study.py). A full server
+    is waited for (as a lost one is, mid-run), and one that stays full is named, with the
+    fix."""
+    url, hold = limited_user
+    monkeypatch.setenv("LOADERSEARCH_DB_RETRY_SECONDS", "60")
+    release = hold()
+    threading.Timer(2.0, release).start()  # the other workers finish
+    storage = open_storage(url, heartbeat=False)
+    assert storage.get_all_studies() is not None
+    storage.engine.dispose()
+
+    monkeypatch.setenv("LOADERSEARCH_DB_RETRY_SECONDS", "1")
+    release = hold()
+    try:
+        with pytest.raises(StorageError) as info:
+            open_storage(url, heartbeat=False)
+    finally:
+        release()
+    message = str(info.value)
+    assert "has no free connection" in message and "had none for 1 s" in message
+    assert "max_connections" in message and "invalid data" not in message
