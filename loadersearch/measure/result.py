@@ -143,6 +143,19 @@ class MeasureResult:
     def ok(self) -> bool:
         return self.status == OK
 
+    def to_dict(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data["config"] = self.config.to_dict()
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> MeasureResult:
+        data = dict(data)
+        data["config"] = LoaderConfig.from_dict(data["config"])
+        data["windows"] = [Window.from_dict(w) for w in data.get("windows", [])]
+        known = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
 
 # A measurement's phases, in order: the measuring process's start (a fork of the fork server,
 # or a whole Python and torch start), building the dataset, loader and model, the unmeasured
@@ -174,16 +187,3 @@ def phases_of(marks: dict[str, float], t0: float, end: float) -> dict[str, float
         current, last = begins, at
     phases[current] += max(0.0, end - last)
     return {k: round(v, 3) for k, v in phases.items()}
-
-    def to_dict(self) -> dict[str, Any]:
-        data = dataclasses.asdict(self)
-        data["config"] = self.config.to_dict()
-        return data
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> MeasureResult:
-        data = dict(data)
-        data["config"] = LoaderConfig.from_dict(data["config"])
-        data["windows"] = [Window.from_dict(w) for w in data.get("windows", [])]
-        known = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in known})
