@@ -24,6 +24,7 @@ from loadersearch.report import (
     phase_line,
     phase_rows,
     settled_line,
+    skipped_lines,
     winner_evidence,
 )
 
@@ -115,6 +116,8 @@ def render_summary(
     cached = cache_line(summary)
     if cached:
         console.print(cached, soft_wrap=True)
+    for line in skipped_lines(summary, names=10):
+        console.print(line, soft_wrap=True, markup=False)
     if summary.baselines:
         table = Table(title="Against the baselines", title_justify="left")
         for col in baseline_header(summary.epochs_planned):

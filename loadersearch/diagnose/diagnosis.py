@@ -45,6 +45,7 @@ from loadersearch.diagnose.findings import (
 from loadersearch.diagnose.timeline import Sampler
 from loadersearch.diagnose.verdict import _conclude, _remedies, _verdict, _whatif
 from loadersearch.measure import MeasureResult, measure, pagecache
+from loadersearch.search.objective import unusable_input
 
 logger = logging.getLogger(__name__)
 
@@ -113,6 +114,9 @@ class _Runner:
             page_cache=result.page_cache,
             residency_before=residency_before,
         )
+        unusable = unusable_input(result, spec, resume=False)
+        if unusable is not None:  # a bad image or pipeline fails every measurement alike
+            raise unusable
         self.img_size = result.img_size
         self.dataset_images = result.dataset_images
         if not m.ok:

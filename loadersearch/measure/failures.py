@@ -175,8 +175,11 @@ def classify_exception(
     return ERROR, CRASH, f"{where}: {_last_line(text) or '(no message)'}"
 
 
-def classify_exit(returncode: int, stderr_tail: str) -> tuple[str, str, str]:
-    """(status, reason, message) for a child that exited without sending a result."""
+def classify_exit(
+    returncode: int, stderr_tail: str, *, started: bool = False
+) -> tuple[str, str, str]:
+    """(status, reason, message) for a child that exited without sending a result;
+    ``started``: it had built the workload (said "ready") before it ended."""
     if returncode < 0:
         sig = -returncode
         try:
@@ -203,7 +206,11 @@ def classify_exit(returncode: int, stderr_tail: str) -> tuple[str, str, str]:
             )
         return ERROR, KILLED, f"the measuring process was killed by {name}"
     limited = limit_problem(stderr_tail)
-    if limited:
+    if limited and started:
+        # It was built and ran out while measuring: the workers and the batch decide how many
+        # descriptors (or how much address space) it needs, so a smaller configuration fits.
+        return INFEASIBLE, RESOURCE_LIMIT, f"the measuring process ran out: {limited}"
+    if limited:  # before the workload was built: every configuration fails alike
         return ERROR, RESOURCE_LIMIT, f"the measuring process could not run: {limited}"
     tail = _last_line(stderr_tail)
     return (

@@ -61,6 +61,9 @@ _PRELOAD_MODULES = (
     "PIL.Image",
     "psutil",
     "loadersearch.measure.child",
+    # and what classifying a failure imports: a child out of file descriptors cannot open a
+    # module to say so (it would die with "could not run" instead of the configuration's cause)
+    "loadersearch.measure.cuda",
     "loadersearch.measure.failures",
     "loadersearch.measure.loop",
     "loadersearch.measure.probes",

@@ -115,6 +115,9 @@ class MeasureResult:
     remeasured: dict[str, Any] | None = None
     nvml: str = "absent"  # "ok" or why NVML is not available ("absent: no NVIDIA driver")
     notes: list[str] = field(default_factory=list)  # e.g. "VRAM cap does not apply on CPU"
+    # "path: reason" of each image skip_bad_samples replaced that failed only when decoded
+    # (its header passed the dataset check: workload.datasets.skipped)
+    skipped_samples: list[str] = field(default_factory=list)
     # Several ranks (DDP): one dict per rank (rank, device, steady_rate, wait_fraction,
     # window_rates, peak_vram_bytes, nvml_peak_bytes, peak_rss_bytes, gpu_util_mean,
     # cpu_util_mean), so a report can say when one rank starves; empty for one process.
@@ -139,6 +142,19 @@ class MeasureResult:
     @property
     def ok(self) -> bool:
         return self.status == OK
+
+    def to_dict(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data["config"] = self.config.to_dict()
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> MeasureResult:
+        data = dict(data)
+        data["config"] = LoaderConfig.from_dict(data["config"])
+        data["windows"] = [Window.from_dict(w) for w in data.get("windows", [])]
+        known = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
 
 
 # A measurement's phases, in order: the measuring process's start (a fork of the fork server,
@@ -171,16 +187,3 @@ def phases_of(marks: dict[str, float], t0: float, end: float) -> dict[str, float
         current, last = begins, at
     phases[current] += max(0.0, end - last)
     return {k: round(v, 3) for k, v in phases.items()}
-
-    def to_dict(self) -> dict[str, Any]:
-        data = dataclasses.asdict(self)
-        data["config"] = self.config.to_dict()
-        return data
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> MeasureResult:
-        data = dict(data)
-        data["config"] = LoaderConfig.from_dict(data["config"])
-        data["windows"] = [Window.from_dict(w) for w in data.get("windows", [])]
-        known = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in known})

@@ -152,10 +152,20 @@ def measure(
         from loadersearch.workload.refs import child_environ
 
         env = child_environ(workload.pipeline)
+    skipped_file = None
+    if workload.skip_bad_samples and workload.pipeline is None:
+        # where the child and its DataLoader workers name the images they replace
+        from loadersearch.workload.datasets.skipped import SKIPPED_ENV
+
+        fd, skipped_file = tempfile.mkstemp(prefix="loadersearch-skipped-")
+        os.close(fd)
+        env = {**(env if env is not None else os.environ), SKIPPED_ENV: skipped_file}
     # The fixed cost (overhead_s) runs from here: the fork, or a whole server's start when no
     # serving() block keeps one.
     t0 = time.monotonic()
     with contextlib.ExitStack() as stack:
+        if skipped_file is not None:
+            stack.callback(_collect_skipped, result, skipped_file)
         try:
             server = stack.enter_context(server_for_one(timeout=plan.timeout_s))
         except ForkServerTimeout:  # the imports alone took the whole limit, as a child's could
@@ -188,6 +198,18 @@ def measure(
             result.wall_s = end - t0
             result.phases = phases_of(marks, t0, end)
     return result
+
+
+def _collect_skipped(result: MeasureResult, path: str) -> None:
+    """The images the measurement skipped (``skip_bad_samples``), read once its processes are
+    gone: into ``result``, each new one named once (workload.datasets.skipped)."""
+    from loadersearch.workload.datasets.skipped import announce, read_skipped
+
+    try:
+        result.skipped_samples = announce(read_skipped(path))
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
 
 
 def _stderr_tail(log) -> str:  # noqa: ANN001 - a binary file object
@@ -262,7 +284,9 @@ def _follow(
             except subprocess.TimeoutExpired:
                 pass
             code = proc.returncode if proc.returncode is not None else 1
-            result.status, result.reason, result.message = classify_exit(code, _stderr_tail(log))
+            result.status, result.reason, result.message = classify_exit(
+                code, _stderr_tail(log), started=started
+            )
             return None
         buf += chunk
         *lines, buf = buf.split(b"\n")

@@ -28,6 +28,7 @@ from loadersearch.report._format import (
     phase_line,
     phase_rows,
     settled_line,
+    skipped_lines,
     winner_evidence,
 )
 from loadersearch.report._html import write_report
@@ -60,6 +61,7 @@ __all__ = [
     "note_trial",
     "open_study",
     "publish",
+    "skipped_lines",
     "summarize",
     "trial_hooks",
     "window_artifact_hook",

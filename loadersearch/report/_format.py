@@ -301,6 +301,31 @@ def cache_line(summary: Summary) -> str | None:
     return text
 
 
+def skipped_lines(summary: Summary, names: int | None = None) -> list[str]:
+    """What ``--skip-bad-samples`` left out or replaced: a sentence with the counts, then the
+    files the study names (``path: reason``; up to ``names`` of them and how many more);
+    [] when nothing was skipped."""
+    s = summary.skipped
+    counts = [
+        (s.get("left_out"), "left out for bad labels"),
+        (s.get("undecodable"), "not decodable at the dataset check"),
+        (s.get("failed_decoding"), "failed when decoded while measuring"),
+    ]
+    parts = [f"{n} {what}" for n, what in counts if n]
+    if not parts:
+        return []
+    files = [*(s.get("reasons") or []), *(s.get("failed_decoding_files") or [])]
+    lines = [
+        f"--skip-bad-samples: {', '.join(parts)} (each undecodable image replaced by the next "
+        "one):"
+    ]
+    names = len(files) if names is None else names
+    lines += [f"  {name}" for name in files[:names]]
+    if len(files) > names:
+        lines.append(f"  ... and {len(files) - names} more (study attribute skipped_samples)")
+    return lines
+
+
 def _seconds(value: float) -> str:
     return f"{value:.2f} s" if value < 10 else duration(value)
 

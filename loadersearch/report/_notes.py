@@ -48,6 +48,7 @@ from loadersearch.report._format import (
     noise,
     probe,
     sentence,
+    skipped_lines,
     winner_evidence,
 )
 from loadersearch.report._importance import Importance, importances
@@ -147,6 +148,9 @@ def study_note(summary: Summary, importance: Importance) -> str:
     cached = cache_line(summary)
     if cached:
         parts.append(sentence(cached))
+    skipped = skipped_lines(summary)
+    if skipped:  # a Markdown list of the files
+        parts.append("\n".join([skipped[0], ""] + [f"- `{n.strip()}`" for n in skipped[1:]]))
     if w.confirmed and not summary.confirmation_current:
         parts.append(
             f"The confirmation covered {summary.confirmed_after} finished trials; the study "

@@ -113,6 +113,8 @@ class Summary:
     finished: int = 0  # finished (complete, infeasible or pruned) trials now
     gpus: int = 1  # ranks of the measured DDP job; the answer is per rank
     cache: CacheAnswer | None = None  # the winner reads its images from a cache
+    # what --skip-bad-samples left out or replaced (study attribute skipped_samples)
+    skipped: dict[str, Any] = field(default_factory=dict)
     settled: dict[str, Any] | None = None  # when the study stopped before its cap (settle)
     # seconds by phase over every trial that recorded them (measure.result.PHASES), plus
     # "storage": a trial's time outside its measurement (the study's reads and writes)
@@ -171,6 +173,7 @@ def summarize(study: optuna.Study) -> Summary:
         confirmed_after=confirmation.get("finished_trials") if confirmation else None,
         finished=counts[COMPLETE] + counts[INFEASIBLE] + counts[PRUNED],
         cache=_cache_answer(attrs, winner, ranked, fixed, dataset_images),
+        skipped=attrs.get("skipped_samples") or {},
         settled=attrs.get("settled") or None,
         phases=_phases(trials),
     )

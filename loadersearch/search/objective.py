@@ -86,22 +86,26 @@ def measurement_lock() -> Iterator[None]:
         yield
 
 
-def unusable_input(result: MeasureResult, workload: WorkloadSpec) -> LoaderSearchError | None:
-    """The error that stops a study when ``result`` failed because of the user's data or
-    pipeline (every other configuration would fail the same way), else None."""
+def unusable_input(
+    result: MeasureResult, workload: WorkloadSpec, *, resume: bool = True
+) -> LoaderSearchError | None:
+    """The error that stops a study (``resume``: it resumes from its trials) or a diagnosis
+    when ``result`` failed because of the user's data or pipeline (every other configuration
+    would fail the same way), else None."""
     if result.status != ERROR or result.reason not in (BAD_SAMPLE, BAD_DATASET, BAD_PIPELINE):
         return None
-    again = "and run the same command again to resume."
+    every = "trial" if resume else "measurement"
+    again = "and run the same command again" + (" to resume" if resume else "")
     if workload.pipeline is not None:
         part = "dataset" if result.reason == BAD_SAMPLE else "pipeline"
         return PipelineError(
-            f"your {part} cannot be used ({result.reason}): {result.message}. Every trial would "
-            f"fail the same way; fix it {again}"
+            f"your {part} cannot be used ({result.reason}): {result.message}. Every {every} "
+            f"would fail the same way; fix it {again}."
         )
     return DatasetError(
         f"the dataset cannot be loaded ({result.reason}): {result.message.rstrip('. ')}. Every "
-        "trial would fail the same way; fix the dataset, or add --skip-bad-samples, and run the "
-        "same command again to resume (this configuration is measured again)."
+        f"{every} would fail the same way; fix the dataset, or add --skip-bad-samples, {again}"
+        + (" (this configuration is measured again)." if resume else ".")
     )
 
 
@@ -216,6 +220,16 @@ def result_attrs(result: MeasureResult) -> dict[str, Any]:
     return attrs
 
 
+def record_skipped(study: optuna.Study, decoded: list[str]) -> None:
+    """Add the images a measurement skipped when decoding them (``skip_bad_samples``) to the
+    study's ``skipped_samples``, which the report and the dashboard note show."""
+    from loadersearch.workload.datasets.skipped import merge_into
+
+    record = merge_into(study.user_attrs.get("skipped_samples"), decoded)
+    if record is not None:
+        study.set_user_attr("skipped_samples", record)
+
+
 def measured_before(trial: optuna.Trial) -> optuna.trial.FrozenTrial | None:
     """A COMPLETE trial of the same study measured with exactly ``trial``'s parameters."""
     from optuna.trial import TrialState
@@ -297,6 +311,8 @@ class Objective:
                 self.on_measured(trial, result)
 
         result = self.measure(config, on_window, on_ready, after=after, trial=trial.number)
+        if result.skipped_samples:
+            record_skipped(trial.study, result.skipped_samples)
         for key, value in result_attrs(result).items():
             trial.set_user_attr(key, value)
         for key, value in busy_attrs(result).items():

@@ -66,3 +66,27 @@ def test_a_study_winner_is_diagnosed_and_report_draws_defaults_beside_it(emulate
     assert (tmp_path / "r" / "default-vs-winner.png").stat().st_size > 0
     index = (tmp_path / "r" / "index.html").read_text()
     assert 'id="diagnosis"' in index and "default-vs-winner.png" in index
+
+
+def test_a_corrupt_image_stops_the_diagnosis_at_its_first_measurement_naming_the_file(
+    tiny_dataset, tmp_path
+):
+    data = tmp_path / "data"
+    (data / "images").mkdir(parents=True)
+    (data / "labels").mkdir()
+    for k in range(2):  # batches of 2: every batch meets the bad image
+        shutil.copy(os.path.join(tiny_dataset, "images", f"{k:06d}.jpg"), data / "images")
+        shutil.copy(os.path.join(tiny_dataset, "labels", f"{k:06d}.txt"), data / "labels")
+    shutil.copy(os.path.join(tiny_dataset, "classes.txt"), data)
+    bad = data / "images" / "000001.jpg"
+    bad.write_bytes(bad.read_bytes()[:3000])  # truncated: a fine header, decoding fails
+    out = tmp_path / "out"
+    args = ["diagnose", "--workload", "emulated", "--emulated-ms", "1,0", "--data", str(data),
+            "--num-workers", "0", "--batch-size", "2", *TINY, "--out", str(out)]  # fmt: skip
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output
+    [line] = [ln for ln in result.output.splitlines() if ln.startswith("Error")]
+    assert str(bad) in line and "--skip-bad-samples" in line and "resume" not in line
+    assert "0.0%" not in result.output  # no table of failed measurements
+    assert not (out / "diagnosis.json").exists()  # stopped before anything else was measured

@@ -143,7 +143,7 @@ def test_an_empty_dataset_is_refused_at_once_without_suggesting_skip_bad_samples
     assert not db.exists()  # no study, no trial
 
 
-def test_skipped_samples_are_counted_in_bench_run_and_the_study(tiny_dataset, tmp_path):
+def test_skipped_samples_are_counted_in_bench_run_and_the_study(tiny_dataset, tmp_path, caplog):
     data = copy_yolo(tiny_dataset, tmp_path / "data")
     (data / "labels" / "000001.txt").write_text("3 0.5 0.5 1.7 0.2\n")  # a box off the image
     bench = CliRunner().invoke(
@@ -152,7 +152,7 @@ def test_skipped_samples_are_counted_in_bench_run_and_the_study(tiny_dataset, tm
     )  # fmt: skip
     assert bench.exit_code == 0, bench.output
     assert "--skip-bad-samples: 1 left out for bad labels of 8 images" in bench.stderr
-    assert "000001.txt:1" in bench.stderr
+    assert "000001.txt:1" in caplog.text  # its warning (a CLI process prints it on stderr)
     import json
 
     assert json.loads(bench.stdout)["skipped_samples"]["left_out"] == 1
@@ -167,6 +167,48 @@ def test_skipped_samples_are_counted_in_bench_run_and_the_study(tiny_dataset, tm
     attrs = optuna.load_study(study_name="skip", storage=f"sqlite:///{db}").user_attrs
     assert attrs["skipped_samples"]["left_out"] == 1
     assert "000001.txt:1" in attrs["skipped_samples"]["reasons"][0]
+
+
+def test_skipped_images_are_named_once_recorded_and_reported(tiny_dataset, tmp_path):
+    data = copy_yolo(tiny_dataset, tmp_path / "data")
+    truncated = data / "images" / "000002.jpg"
+    whole = truncated.read_bytes()
+    truncated.write_bytes(whole[: len(whole) // 2])  # a fine header: only decoding fails
+    from PIL import Image
+
+    with Image.open(truncated) as im:
+        im.verify()  # what a check of the file would pass
+    garbage = data / "images" / "000005.jpg"
+    garbage.write_bytes(b"not an image")  # found by the dataset check, before any trial
+    db = tmp_path / "s.db"
+    code, out = cli_process(
+        ["run", *FAST, "--data", str(data), "--skip-bad-samples", "--trials", "3",
+         "--storage", f"sqlite:///{db}", "--study", "skip"]
+    )  # fmt: skip
+    assert code == 0, out
+    assert "Traceback" not in out
+    # each file named once with its reason, although every trial (and worker) meets it
+    warned = [ln for ln in out.splitlines() if ln.startswith("WARNING") and "skipping" in ln]
+    [named] = [ln for ln in warned if "000002.jpg" in ln]
+    assert "truncated" in named, out
+    [named] = [ln for ln in warned if "000005.jpg" in ln]
+    assert "cannot identify image file" in named, out
+    study = optuna.load_study(study_name="skip", storage=f"sqlite:///{db}")
+    record = study.user_attrs["skipped_samples"]
+    assert record["undecodable"] == 1 and "000005.jpg" in record["reasons"][0]
+    assert record["failed_decoding"] == 1
+    [entry] = record["failed_decoding_files"]
+    assert entry.startswith(str(truncated)) and "truncated" in entry
+
+    report = invoke(["report", "--storage", f"sqlite:///{db}", "--study", "skip"])
+    assert report.exit_code == 0, report.output
+    assert "1 not decodable at the dataset check, 1 failed when decoded" in report.output
+    assert str(truncated) in report.output and str(garbage) in report.output
+    from loadersearch.report import importances, summarize
+    from loadersearch.report._notes import study_note
+
+    note = study_note(summarize(study), importances(study))  # the dashboard's study note
+    assert f"`{entry}`" in note and str(garbage) in note
 
 
 def test_optuna_trial_failed_warnings_are_kept_for_debug(tiny_dataset, tmp_path):
@@ -242,6 +284,25 @@ def test_too_few_file_descriptors_are_named_as_the_limit(tiny_dataset):
     assert "ulimit -n" in line and "16" in line
     # the workers hang on it: ended once the child says so and stops, not at the time limit
     assert line.startswith("INFEASIBLE (resource_limit)"), line
+
+
+def test_a_configuration_needing_more_descriptors_than_the_limit_is_infeasible_not_the_end(
+    tiny_dataset, tmp_path
+):
+    # Under ulimit -n 20, w0 fits and w4 does not: the study goes on to an answer with w0.
+    db = tmp_path / "fd.db"
+    code, out = cli_process(
+        ["run", *FAST, "--data", tiny_dataset, "--storage", f"sqlite:///{db}", "--study", "fd",
+         "--trials", "3"],
+        shell_prefix="ulimit -n 20",
+    )  # fmt: skip
+    assert code == 0, out
+    assert "Traceback" not in out and "could not run" not in out
+    trials = optuna.load_study(study_name="fd", storage=f"sqlite:///{db}").trials
+    assert any(t.params["num_workers"] == 0 and t.user_attrs["feasible"] for t in trials)
+    short = [t for t in trials if t.user_attrs.get("infeasible_reason") == "resource_limit"]
+    assert short, out  # the baseline with 4 workers
+    assert all("may open 20 (ulimit -n)" in t.user_attrs["message"] for t in short)
 
 
 @pytest.mark.parametrize("kib", [1_500_000, 3_000_000])

@@ -197,6 +197,19 @@ def test_exit_without_result_quotes_the_last_stderr_line():
     assert message.endswith("ImportError: no module named x")
 
 
+def test_a_limit_met_after_the_workload_was_built_depends_on_the_configuration(monkeypatch):
+    from loadersearch import limits
+    from loadersearch.measure.result import RESOURCE_LIMIT
+
+    monkeypatch.setattr(limits, "soft_limit", lambda which: 20)
+    said = "OSError: [Errno 24] Too many open files: '/x/cuda.py'"
+    status, reason, message = classify_exit(1, said, started=True)
+    assert (status, reason) == (INFEASIBLE, RESOURCE_LIMIT)  # fewer workers fit
+    assert "may open 20 (ulimit -n)" in message
+    status, reason, message = classify_exit(1, said)  # before "ready": every one fails alike
+    assert (status, reason) == (ERROR, RESOURCE_LIMIT) and "could not run" in message
+
+
 def test_a_measurement_stopped_from_outside_is_interrupted_not_a_failure():
     from loadersearch.measure.result import INTERRUPTED
 

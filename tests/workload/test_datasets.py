@@ -409,7 +409,7 @@ def test_worker_init_fn_gives_each_worker_its_own_reproducible_numpy_stream():
 
 
 def test_the_check_before_a_run_opens_every_image_header_and_names_the_bad_one(
-    tiny_dataset, tmp_path
+    tiny_dataset, tmp_path, caplog
 ):
     root = _copy_yolo(tiny_dataset, tmp_path)
     assert datasets.check_dataset(root).images == 6
@@ -419,7 +419,10 @@ def test_the_check_before_a_run_opens_every_image_header_and_names_the_bad_one(
         datasets.check_dataset(root)
     check = datasets.check_dataset(root, skip_bad_samples=True)
     assert (check.images, check.undecodable, check.left_out) == (6, 1, 0)
-    assert "1 not decodable" in check.describe() and "000003.jpg" in check.describe()
+    assert "1 not decodable" in check.describe()
+    # each file is named once, in a warning of its own, and recorded
+    [named] = [r.getMessage() for r in caplog.records if "skipping" in r.getMessage()]
+    assert "000003.jpg: cannot decode image" in named and "000003.jpg" in check.reasons[0]
 
 
 def test_the_check_counts_what_skip_bad_samples_leaves_out(tiny_dataset, tmp_path):
@@ -439,3 +442,45 @@ def test_the_check_does_not_import_torch(tiny_dataset):
         f"check_data(WorkloadSpec(data={tiny_dataset!r})); assert 'torch' not in sys.modules"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_the_study_keeps_each_file_skipped_when_decoding_once_and_the_first_hundred(tmp_path):
+    from loadersearch.workload.datasets import skipped
+
+    good = tmp_path / "a.jpg"
+    Image.new("RGB", (64, 48)).save(good)
+    [entry] = skipped.announce([(str(good), "truncated")])  # its header is fine
+    assert skipped.announce([(str(tmp_path / "gone.jpg"), "missing")]) == []  # the check's
+    record = skipped.merge_into({"undecodable": 1}, [entry])
+    assert record == {"undecodable": 1, "failed_decoding": 1, "failed_decoding_files": [entry]}
+    assert skipped.merge_into(record, [entry]) is None  # met again by the next trial
+    many = [f"/d/{k}.jpg: truncated" for k in range(150)]
+    record = skipped.merge_into(record, many)
+    assert len(record["failed_decoding_files"]) == skipped.RECORDED_NAMES
+    assert record["failed_decoding"] == 151
+    assert skipped.merge_into(record, many[120:]) is None  # not named, but counted already
+
+
+def test_an_image_over_pils_pixel_limit_is_named_with_its_size_in_one_warning(
+    tiny_dataset, tmp_path, caplog
+):
+    import struct
+    import warnings
+
+    root = _copy_yolo(tiny_dataset, tmp_path)
+    # A 16x16 JPEG whose header says 12000 x 12000 (144 megapixels, between PIL's warning
+    # and its refusal): the check reads headers only, so it needs no 400 MiB image.
+    buf = io.BytesIO()
+    Image.new("RGB", (16, 16), (90, 120, 150)).save(buf, "JPEG")
+    data = bytearray(buf.getvalue())
+    sof = data.index(b"\xff\xc0")
+    data[sof + 5 : sof + 9] = struct.pack(">HH", 12000, 12000)
+    big = root / "images" / "000004.jpg"
+    big.write_bytes(bytes(data))
+    with warnings.catch_warnings(record=True) as raw:
+        warnings.simplefilter("always")
+        check = datasets.check_dataset(root)
+    assert check.images == 6  # a warning, not a refusal
+    assert not [w for w in raw if issubclass(w.category, Image.DecompressionBombWarning)]
+    [named] = [r.getMessage() for r in caplog.records if "12000 x 12000" in r.getMessage()]
+    assert str(big) in named and "144 megapixels" in named and "412.0 MiB" in named

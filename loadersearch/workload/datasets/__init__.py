@@ -33,7 +33,9 @@ Bad data, and what each gets:
   raises :class:`BadSampleError` (``path``, ``reason``). It reaches the main process as a
   ``BadSampleError`` with the same path and reason even from a DataLoader worker (see
   :class:`SampleError`). With ``skip_bad_samples=True`` the next decodable sample in index
-  order is returned instead (deterministic) and a warning is logged once per file.
+  order is returned instead (deterministic) and a warning is logged once per file; inside a
+  measurement the file is also reported to the measuring parent (:mod:`.skipped`), which
+  names it once and records it in the study.
 
 Images are decoded with PIL, turned upright with ``ImageOps.exif_transpose`` and converted to
 RGB (grayscale, palette, RGBA, CMYK and 16-bit inputs all work). Labels are taken to be given

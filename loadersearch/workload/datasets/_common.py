@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import warnings
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -74,9 +77,19 @@ def xyxy_to_norm(cls, x1, y1, x2, y2, w: float, h: float) -> np.ndarray:
         [cls, (x1 + x2) / 2 / w, (y1 + y2) / 2 / h, (x2 - x1) / w, (y2 - y1) / h], axis=-1
     ).astype(np.float32)
 
+@contextlib.contextmanager
+def quiet_bomb_warning() -> Iterator[None]:
+    """PIL's DecompressionBombWarning (an image over ``Image.MAX_IMAGE_PIXELS``) names no file:
+    the dataset check names the file and its size once (index.header_problem); every later
+    open of it keeps quiet."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+        yield
+
+
 def image_size(path: Path) -> tuple[int, int]:
     """Displayed (upright) size from the image header, without decoding the pixels."""
-    with Image.open(path) as im:
+    with quiet_bomb_warning(), Image.open(path) as im:
         w, h = im.size
         orientation = im.getexif().get(0x0112, 1)
     return (h, w) if orientation in (5, 6, 7, 8) else (w, h)

@@ -22,6 +22,7 @@ from loadersearch.workload.cache import (
 )
 from loadersearch.workload.datasets.decode import SampleError, decode
 from loadersearch.workload.datasets.index import DatasetIndex, read_index
+from loadersearch.workload.datasets.skipped import note_skipped
 
 log = logging.getLogger(__name__)
 
@@ -125,6 +126,7 @@ class DetectionDataset(Dataset):
                     raise
                 self._bad.add(j)
                 log.warning("skipping %s: %s", e.path, e.reason)
+                note_skipped(e.path, e.reason)  # a worker's warning reaches nobody
                 continue
             w, h = image.size
             b = self.labels(j)

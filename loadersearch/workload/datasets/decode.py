@@ -8,6 +8,7 @@ import numpy as np
 from PIL import Image, ImageOps
 
 from loadersearch.errors import BadSampleError
+from loadersearch.workload.datasets._common import quiet_bomb_warning
 
 
 class SampleError(BadSampleError):
@@ -44,7 +45,7 @@ def decode(path: str, file: Any = None) -> Image.Image:
     ``file``: the file's bytes already read (a file object: the RAM cache), else ``path`` is
     read."""
     try:
-        with Image.open(path if file is None else file) as im:
+        with quiet_bomb_warning(), Image.open(path if file is None else file) as im:
             im.load()
             ImageOps.exif_transpose(im, in_place=True)
             if im.mode in ("I;16", "I;16L", "I;16B", "I;16N"):

@@ -11,6 +11,7 @@ refused before a study or a trial exists for it (a bad dataset creates no trial)
 from __future__ import annotations
 
 import os
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -21,11 +22,13 @@ from loadersearch.errors import DatasetError
 from loadersearch.workload.datasets._common import SKIP_HINT, Problems, log
 from loadersearch.workload.datasets.coco import read_coco
 from loadersearch.workload.datasets.detect import detect_format
+from loadersearch.workload.datasets.skipped import RECORDED_NAMES
 from loadersearch.workload.datasets.voc import read_voc
 from loadersearch.workload.datasets.yolo import read_yolo
 
 _READERS = {"yolo": read_yolo, "voc": read_voc, "coco": read_coco}
-SHOWN_REASONS = 5  # reasons kept when reporting skipped samples (the count is always exact)
+# "file: reason" kept when reporting skipped samples (the counts are always exact)
+SHOWN_REASONS = RECORDED_NAMES
 
 
 @dataclass
@@ -80,7 +83,7 @@ class DatasetCheck:
     images: int  # images a measurement will load
     left_out: int = 0  # images left out for their labels (skip_bad_samples)
     undecodable: int = 0  # images whose file is not an image (skip_bad_samples replaces them)
-    reasons: list[str] = field(default_factory=list)  # the first few, "file: reason"
+    reasons: list[str] = field(default_factory=list)  # the first RECORDED_NAMES, "file: reason"
 
     def describe(self) -> str | None:
         """One sentence for the user, or None when nothing is skipped."""
@@ -91,10 +94,10 @@ class DatasetCheck:
             parts.append(f"{self.undecodable} not decodable (each replaced by the next image)")
         if not parts:
             return None
-        first = f"; first: {self.reasons[0]}" if self.reasons else ""
+        # each file is named in a warning of its own (check_dataset, read_index)
         return (
             f"--skip-bad-samples: {' and '.join(parts)} of {self.images + self.left_out} images "
-            f"in {self.root}{first}"
+            f"in {self.root}"
         )
 
     def to_dict(self) -> dict[str, object]:
@@ -106,18 +109,33 @@ class DatasetCheck:
         }
 
 
-def _header_problem(path: str) -> str | None:
+def header_problem(path: str) -> str | None:
     """Why the file at ``path`` is not an image PIL can open, or None. Reads the header only
     (a few KB): a truncated image is found when it is decoded, in the measurement."""
     from PIL import Image
 
     try:
-        with Image.open(path) as im:
-            im.size  # noqa: B018 - parsed from the header
+        with warnings.catch_warnings(record=True) as said:
+            warnings.simplefilter("always", Image.DecompressionBombWarning)
+            with Image.open(path) as im:
+                width, height = im.size
     except FileNotFoundError:
         return "image file does not exist"
     except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as e:
         return f"cannot decode image: {type(e).__name__}: {e}"
+    for w in said:
+        if issubclass(w.category, Image.DecompressionBombWarning):
+            from loadersearch.measure.shm import fmt_bytes
+
+            # PIL's own warning names no file; what it refuses outright is the error above
+            log.warning(
+                "%s is %d x %d pixels (%.0f megapixels; PIL warns of a decompression bomb "
+                "over %.0f): decoding it takes about %s of memory and is slow; resize it "
+                "unless that size is meant", path, width, height, width * height / 1e6,
+                Image.MAX_IMAGE_PIXELS / 1e6, fmt_bytes(3 * width * height),
+            )  # fmt: skip
+        else:  # not ours to judge: shown as it would have been
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     return None
 
 
@@ -136,11 +154,12 @@ def check_dataset(
     undecodable = 0
     for rel in index.paths:
         path = os.path.join(index.root, rel)
-        problem = _header_problem(path)
+        problem = header_problem(path)
         if problem is None:
             continue
         if not skip_bad_samples:
             raise DatasetError(f"{path}: {problem}; {SKIP_HINT}.")
+        log.warning("skipping %s: %s (replaced by the next image)", path, problem)
         undecodable += 1
         if len(reasons) < SHOWN_REASONS:
             reasons.append(f"{path}: {problem}")
