@@ -359,14 +359,20 @@ def _check_hardware(study: optuna.Study, hardware: Hardware, allow_mixed: bool) 
         hw.check_compatible(stored, hardware, allow_mixed=allow_mixed)
 
 
-def settings_from_study(study: optuna.Study, **changes: Any) -> StudySettings:
-    """Rebuild the settings stored in a study (for a worker joining it)."""
+def require_joinable(study: optuna.Study) -> None:
+    """Refuse (:class:`StudyError`) to join a study loadersearch did not create, naming what
+    it lacks."""
     problems = foreign_study_problems(study)
     if problems:
         raise StudyError(
             f"study {study.study_name!r} was not created by loadersearch ({'; '.join(problems)})"
             "; a worker joins only a study `loadersearch run` created."
         )
+
+
+def settings_from_study(study: optuna.Study, **changes: Any) -> StudySettings:
+    """Rebuild the settings stored in a study (for a worker joining it)."""
+    require_joinable(study)
     spec = study.user_attrs["spec"]
     base = StudySettings(
         workload=WorkloadSpec.from_dict(spec["workload"]),
