@@ -236,8 +236,9 @@ _MAIN_GUARD = 'under `if __name__ == "__main__":`'
 def _bound_only_when_run(path: str, name: str) -> str | None:
     """Where the script at ``path`` binds ``name`` when it is run but not when it is imported
     (the measuring process imports it): ``'under `if __name__ == "__main__":`'`` or ``"inside
-    the function main (declared global)"``; None when a statement that runs on import binds
-    it, or when the script cannot tell (a star import, a name bound some other way)."""
+    the function main (declared global)"`` (a function that nothing running on import names);
+    None when a statement that runs on import binds it, or when the script cannot tell (a star
+    import, a name bound some other way)."""
     import ast
 
     try:
@@ -246,38 +247,45 @@ def _bound_only_when_run(path: str, name: str) -> str | None:
     except (OSError, SyntaxError, ValueError):
         return None
     on_import: set[str] = set()
-    when_run: dict[str, str] = {}
-    star = False
+    named_on_import: set[str] = set()  # names import-time code uses (it may call a function)
+    when_run: dict[str, tuple[str, str | None]] = {}  # name -> (where, declaring function)
 
     def walk(body: list[ast.stmt], where: str | None) -> None:
-        nonlocal star
         for st in body:
-            names = _bound_names(st)
-            if "*" in names and where is None:
-                star = True
-            if where is None:
-                on_import.update(names)
-            else:
-                for n in names:
-                    when_run.setdefault(n, where)
+            for n in _bound_names(st):
+                if where is None:
+                    on_import.add(n)
+                else:
+                    when_run.setdefault(n, (where, None))
             if isinstance(st, ast.If) and _is_main_guard(st.test):
                 walk(st.body, where or _MAIN_GUARD)
                 walk(st.orelse, where)
-            elif isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                # A function binds module names only where it declares them global.
+                continue
+            if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                # Its decorators and defaults run where it is defined, its body when called;
+                # it binds module names only where it declares them global.
+                run_now: list[ast.AST] = [*st.decorator_list, st.args]
                 declared = {n for g in ast.walk(st) if isinstance(g, ast.Global) for n in g.names}
-                inner = f"inside the function {st.name} (declared global)"
-                for n in declared:
-                    if any(n in _bound_names(x) for x in ast.walk(st) if isinstance(x, ast.stmt)):
-                        when_run.setdefault(n, inner)
-            elif not isinstance(st, ast.ClassDef):  # a class body binds class attributes
-                for inner_body in _nested_bodies(st):
+                inner = ast.walk(st)
+                bound = {n for x in inner if isinstance(x, ast.stmt) for n in _bound_names(x)}
+                for n in declared & bound:
+                    when_run.setdefault(n, (f"inside the function {st.name} (declared global)",
+                                            st.name))  # fmt: skip
+            else:
+                run_now = [st]
+            if where is None:
+                named_on_import.update(
+                    x.id for node in run_now for x in ast.walk(node) if isinstance(x, ast.Name)
+                )
+            if not isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                for inner_body in _nested_bodies(st):  # (a class body binds class attributes)
                     walk(inner_body, where)
 
     walk(tree.body, None)
-    if star or name in on_import:
+    if "*" in on_import or name in on_import or name not in when_run:
         return None
-    return when_run.get(name)
+    where, function = when_run[name]
+    return None if function in named_on_import else where
 
 
 def _nested_bodies(st: Any) -> Iterator[list[Any]]:

@@ -126,7 +126,8 @@ def test_the_measuring_process_path_holds_the_modules_imported_here() -> None:
         ('if __name__ == "__main__":\n    def make_dataset():\n        return None\n',
          'under `if __name__ == "__main__":`'),
         ("def main():\n    global make_dataset\n\n    def make_dataset():\n        return None\n"
-         "\n\nmain()\n", "inside the function main (declared global)"),
+         '\n\nif __name__ == "__main__":\n    main()\n',
+         "inside the function main (declared global)"),
     ],
 )  # fmt: skip
 def test_a_function_the_script_defines_only_when_run_is_refused(monkeypatch, tmp_path, source,
@@ -146,13 +147,19 @@ def test_a_function_the_script_defines_only_when_run_is_refused(monkeypatch, tmp
     assert "Define make_dataset with def (or class) at the top level of tune_mine.py" in text
 
 
-def test_a_function_bound_on_import_is_accepted_wherever_else_it_is_also_bound(
-    monkeypatch, tmp_path
-) -> None:
-    source = (
+@pytest.mark.parametrize(
+    "source",
+    [
         "try:\n    def make_dataset():\n        return None\nexcept ImportError:\n    pass\n"
-        'if __name__ == "__main__":\n    def make_dataset():\n        return 1\n'
-    )
+        'if __name__ == "__main__":\n    def make_dataset():\n        return 1\n',
+        # bound on import by a call: the function that declares it global runs on import
+        "def setup():\n    global make_dataset\n\n    def make_dataset():\n        return None\n"
+        "\n\nsetup()\n",
+    ],
+)
+def test_a_function_bound_on_import_is_accepted_wherever_else_it_is_also_bound(
+    monkeypatch, tmp_path, source
+) -> None:
     script = tmp_path / "tune_mine.py"
     script.write_text(source)
     main = types.ModuleType("__main__")
