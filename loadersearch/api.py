@@ -45,7 +45,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from loadersearch.config import LoaderConfig, MeasurePlan, WorkloadSpec, parse_size
+from loadersearch.config import LoaderConfig, MeasurePlan, WorkloadSpec
 from loadersearch.errors import PipelineError
 
 if TYPE_CHECKING:
@@ -148,6 +148,7 @@ def tune(
     allow_mixed_hardware: bool = False,
     spec_file: str | None = None,
     progress: Progress | None = None,
+    verbose: bool = True,
 ) -> TuneResult:
     """Search the DataLoader settings that train your pipeline fastest on this machine.
 
@@ -165,7 +166,8 @@ def tune(
     alone) or ``"emulated"`` (your data, a stand-in device taking ``emulated_ms = (a, b)``:
     a + b*batch ms per batch, and ``emulated_mib`` of memory); ``emulated_io_ms``: each sample
     read first waits that many ms (EMULATED slow storage, a sleep); ``device`` ``"auto"``,
-    ``"cuda"`` or ``"cpu"``; ``vram_cap`` bytes or ``"6GiB"``; ``plan`` a
+    ``"cuda"`` or ``"cpu"``; ``vram_cap`` a size with its unit (``"6GiB"``) or an int of
+    bytes; ``plan`` a
     :class:`MeasurePlan` or some of its fields (default: short measurements sized for this
     machine).
 
@@ -178,8 +180,11 @@ def tune(
     names; ``spec_file`` a study TOML whose values these arguments override. ``None`` means
     "not given": the spec file or the default applies.
 
-    ``progress`` receives the study's events (:class:`loadersearch.search.progress.Progress`);
-    by default they are logged (logger ``loadersearch.api``, level INFO).
+    Progress: by default a line per trial and the answer at the end are shown on stderr (a
+    live display on a terminal, plain lines otherwise), as ``loadersearch run`` shows them;
+    ``verbose=False`` shows nothing (the events are then logged instead: logger
+    ``loadersearch.api``, level INFO). ``progress`` receives the events instead
+    (:class:`loadersearch.search.progress.Progress`): a display of your own.
 
     Bad input raises a :class:`loadersearch.errors.LoaderSearchError` before anything is
     measured; a dataset or pipeline that fails in the measuring process stops the study with
@@ -218,9 +223,13 @@ def tune(
     url = resolve_storage_url(storage)
     settings = resolve_settings(spec_file, overrides, hardware=hardware, storage=url)
     started = time.monotonic()
-    progress = progress or _log_progress(settings.trials)
-    outcome = run_study(settings, progress=progress, hardware=hardware)
-    summary = summarize(outcome.study)
+    reporter = progress or (_show_progress if verbose else _log_progress)(settings.trials)
+    try:
+        outcome = run_study(settings, progress=reporter, hardware=hardware)
+        summary = summarize(outcome.study)
+        reporter.answer(_answer(summary))
+    finally:
+        reporter.close()
     winner = summary.winner
     return TuneResult(
         best=winner.config if winner else None,
@@ -283,8 +292,6 @@ def bench(
         workload, device, vram_cap, optimizer, emulated_ms, emulated_mib, emulated_io_ms
     )
     try:
-        if "vram_cap" in options:
-            options["vram_cap"] = parse_size(options["vram_cap"])
         spec = WorkloadSpec(**options, pipeline=pipeline)
         if not isinstance(config, LoaderConfig):
             config = LoaderConfig(**dict(config or {}))
@@ -358,6 +365,12 @@ def _workload_options(
     emulated_mib: tuple[float, float] | None,
     emulated_io_ms: float | None = None,
 ) -> dict[str, Any]:
+    from loadersearch.search.settings import parse_size
+
+    if vram_cap is not None:
+        # An int from Python is a count of bytes (8 * 2**30); text needs its unit.
+        is_bytes = isinstance(vram_cap, int) and not isinstance(vram_cap, bool)
+        vram_cap = parse_size(f"{vram_cap}B" if is_bytes else vram_cap)
     given = {
         "kind": kind,
         "device": device,
@@ -381,6 +394,27 @@ def _plan_options(plan: MeasurePlan | Mapping[str, Any] | None) -> dict[str, Any
 def _range(value: Any) -> Any:
     """A space range as the spec file writes it: ``"0:8"``, or a list/tuple ``(0, 8)``."""
     return list(value) if isinstance(value, tuple) else value
+
+
+def _show_progress(target: int) -> Progress:
+    """What ``loadersearch run`` shows, on stderr: a user's script keeps stdout."""
+    from loadersearch.cli._progress import make_progress
+
+    return make_progress(quiet=False, target=target, err=True)
+
+
+def _answer(summary: Summary) -> list[str]:
+    """The answer :func:`tune` shows at its end: the winner, its rate and the line to paste."""
+    from loadersearch.report import answer_lines, winner_evidence
+
+    w = summary.winner
+    if w is None:
+        return [f"study {summary.study}: no feasible trial yet."]
+    emulated = " (EMULATED device)" if summary.emulated else ""
+    return [
+        f"Winner (trial {w.trial}): {w.config.label()}: {winner_evidence(w)}{emulated}",
+        *answer_lines(summary),
+    ]
 
 
 def _log_progress(target: int) -> Progress:

@@ -47,7 +47,6 @@ PIPELINE_PARTS = ("dataset", "collate", "model", "loss", "step")  # a user pipel
 _REF = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
 
 _SIZE_UNITS = {
-    "": 1,
     "b": 1,
     "k": 1000,
     "kb": 1000,
@@ -62,27 +61,43 @@ _SIZE_UNITS = {
     "tb": 1000**4,
     "tib": 1024**4,
 }
+_UNITS_HELP = "KiB/MiB/GiB are powers of 1024, K/M/G and KB/MB/GB powers of 1000, B bytes"
 
 
 def parse_size(text: str | int | float) -> int:
-    """Bytes from a size such as ``6GiB``, ``6G``, ``6000MiB``, ``512mb`` or ``1234``.
+    """Bytes from a size such as ``6GiB``, ``6G``, ``6000MiB``, ``512mb`` or ``1234B``: the one
+    reader of sizes (the command line, spec files and the Python API all use it).
 
     Binary units (KiB, MiB, GiB, TiB) are powers of 1024; K/M/G/T and KB/MB/GB/TB are powers of
-    1000 (as `df -H` and GPU vendors print them). A bare number is bytes.
+    1000 (as `df -H` and GPU vendors print them); B is bytes. A number without a unit is
+    refused: ``--vram-cap 12`` meant 12 GiB, not 12 bytes, and a study created with 12 bytes
+    would refuse the corrected value as a different spec.
     """
-    if isinstance(text, (int, float)) and not isinstance(text, bool):
-        value, unit = float(text), ""
+    if isinstance(text, bool):
+        raise ValueError(f"cannot read the size {text!r}: write a number and a unit, e.g. 6GiB.")
+    if isinstance(text, (int, float)):
+        number, unit = str(text), ""
     else:
         m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([A-Za-z]*)\s*", str(text))
-        if not m or m.group(2).lower() not in _SIZE_UNITS:
+        if not m or (m.group(2) and m.group(2).lower() not in _SIZE_UNITS):
             raise ValueError(
-                f"Cannot read the size {text!r}: write a number and a unit, e.g. 6GiB, 6G or "
-                "6000MiB (KiB/MiB/GiB are powers of 1024, K/M/G powers of 1000)."
+                f"cannot read the size {text!r}: write a number and a unit, e.g. 6GiB, 6G or "
+                f"6000MiB ({_UNITS_HELP})."
             )
-        value, unit = float(m.group(1)), m.group(2).lower()
-    size = int(round(value * _SIZE_UNITS[unit]))
+        number, unit = m.group(1), m.group(2).lower()
+    if float(number) <= 0:
+        raise ValueError(f"the size must be positive but got {text!r}; e.g. 6GiB.")
+    if not unit:
+        # A long number is a count of bytes whose B was left out; a spec file writes the
+        # size as a quoted string.
+        guess = f"{number}{'B' if float(number) >= 2**20 else 'GiB'}"
+        guess = guess if isinstance(text, str) else f'"{guess}"'
+        raise ValueError(
+            f"the size {text!r} has no unit: {guess}? Write the unit ({_UNITS_HELP})."
+        )
+    size = int(round(float(number) * _SIZE_UNITS[unit]))
     if size <= 0:
-        raise ValueError(f"A size must be positive but got {text!r}.")
+        raise ValueError(f"the size must be positive but got {text!r}; e.g. 6GiB.")
     return size
 
 

@@ -151,3 +151,79 @@ def test_dir_lists_the_lazy_names_without_importing_them() -> None:
     )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     subprocess.run([sys.executable, "-c", code], check=True, env=env)
+
+
+# A script as a user writes it (python tune_mine.py), run in a fresh process in its own
+# directory: what it shows, and what it leaves there.
+SCRIPT = """
+import sys
+
+import torch
+
+import loadersearch
+
+{define}
+
+if __name__ == "__main__":
+    {guarded}
+    result = loadersearch.tune(
+        dataset=make_dataset, workload="emulated", emulated_ms=(5.0, 0.0), study="mine",
+        storage="sqlite:///mine.db", space={{"num_workers": (0, 1)}}, fix={{"batch_size": 8}},
+        trials=2, confirm_rounds=0, plan={plan!r}, verbose=sys.argv[1:] != ["--quiet"],
+    )
+    print("RESULT", result.best.label())
+"""
+DEFINE = """def make_dataset(n=32):
+    return torch.utils.data.TensorDataset(torch.rand(n, 3, 8, 8), torch.zeros(n).long())"""
+
+
+def _script(tmp_path, *args: str, guarded: bool = False):
+    import subprocess
+    import sys
+
+    define = "" if guarded else DEFINE
+    body = DEFINE.replace("\n", "\n    ") if guarded else "pass"
+    script = tmp_path / "tune_mine.py"
+    script.write_text(SCRIPT.format(define=define, guarded=body, plan=PLAN))
+    env = {k: v for k, v in os.environ.items() if k != "LOADERSEARCH_STORAGE"}
+    env.update(PYTHONPATH=os.pathsep.join(sys.path), LOADERSEARCH_LOCK_DIR=str(tmp_path))
+    return subprocess.run(
+        [sys.executable, str(script), *args], cwd=tmp_path, env=env, capture_output=True,
+        text=True, timeout=600,
+    )  # fmt: skip
+
+
+def test_a_script_s_tune_shows_each_trial_and_the_answer_unless_told_not_to(tmp_path) -> None:
+    # Issue 22, 8: tune() printed nothing for minutes (its events went to a logger at INFO),
+    # and generated the built-in 512-image dataset its user pipeline never reads.
+    done = _script(tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert len(done.stdout.splitlines()) == 1 and done.stdout.startswith("RESULT ")
+    shown = done.stderr.splitlines()  # the script's own stdout stays its own
+    assert any(line.startswith("trial 0 (1/2) w0 b8 [pytorch]: ") for line in shown), shown
+    assert any(line.startswith("trial 1 (2/2) ") for line in shown), shown
+    assert any(line.startswith("Winner (trial ") for line in shown), shown
+    assert shown[-1].startswith("DataLoader(dataset, shuffle=True, drop_last=True, batch_size=8")
+    assert not (tmp_path / "studies").exists()
+
+    (tmp_path / "mine.db").unlink()
+    quiet = _script(tmp_path, "--quiet")
+    assert quiet.returncode == 0, quiet.stderr
+    assert quiet.stdout.startswith("RESULT ")
+    said = (quiet.stdout + quiet.stderr).splitlines()
+    assert not [s for s in said if s.startswith(("trial ", "Winner", "note:", "study mine"))], said
+
+
+def test_a_function_the_script_defines_under_its_main_guard_stores_nothing(tmp_path) -> None:
+    # Issue 22, 7: the measuring process imports the script, where the guarded function does
+    # not exist: a study and a failed trial were created before that was found.
+    done = _script(tmp_path, guarded=True)
+    assert done.returncode == 1
+    assert done.stderr.splitlines()[-1] == (
+        "loadersearch.errors.PipelineError: the dataset make_dataset is defined under "
+        '`if __name__ == "__main__":` in tune_mine.py, which the measuring process (a new '
+        "Python process) does not run: it imports tune_mine.py as the module tune_mine, where "
+        "make_dataset does not exist. Define make_dataset with def (or class) at the top level "
+        'of tune_mine.py, above the `if __name__ == "__main__":` block, and pass it.'
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["tune_mine.py"]

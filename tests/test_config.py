@@ -24,9 +24,21 @@ def test_sizes_read_binary_and_decimal_units() -> None:
     assert parse_size("4GB") == 4 * 10**9
     assert parse_size("6000MiB") == 6000 * 2**20
     assert parse_size("1.5 gib") == 3 * 2**29
-    assert parse_size(1024) == 1024
-    with pytest.raises(ValueError, match="Cannot read the size"):
+    assert parse_size("1024B") == 1024
+    with pytest.raises(ValueError, match="cannot read the size"):
         parse_size("six gigs")
+
+
+@pytest.mark.parametrize(
+    ("size", "guess"),
+    [("12", "12GiB?"), (" 12 ", "12GiB?"), (12, '"12GiB"?'), (1.5, '"1.5GiB"?'),
+     ("6442450944", "6442450944B?")],
+)  # fmt: skip
+def test_a_size_without_a_unit_is_refused_with_a_guess(size, guess) -> None:
+    # --vram-cap 12 was read as 12 bytes: a study created so could only fail.
+    with pytest.raises(ValueError) as e:
+        parse_size(size)
+    assert f"has no unit: {guess} Write the unit" in str(e.value)
 
 
 def test_configs_that_build_the_same_dataloader_compare_equal() -> None:

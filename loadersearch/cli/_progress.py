@@ -1,5 +1,6 @@
-"""How ``loadersearch run`` shows a study while it runs: a live rich panel on a terminal, plain
-lines (one per event) otherwise, nothing with --quiet."""
+"""How ``loadersearch run`` (on stdout) and :func:`loadersearch.tune` (on stderr) show a study
+while it runs: a live rich panel on a terminal, plain lines (one per event) otherwise, nothing
+with --quiet (``verbose=False``)."""
 
 from __future__ import annotations
 
@@ -115,11 +116,19 @@ def _duration(seconds: float) -> str:
 
 
 class PlainProgress(_Tracker):
-    """One line per event, for logs and pipes."""
+    """One line per event, for logs and pipes; on stderr when ``err``."""
+
+    def __init__(self, target: int, *, err: bool = False) -> None:
+        super().__init__(target)
+        self.err = err
 
     def _echo(self, text: str) -> None:
-        click.echo(text)
-        sys.stdout.flush()
+        click.echo(text, err=self.err)
+        (sys.stderr if self.err else sys.stdout).flush()
+
+    def answer(self, lines: list[str]) -> None:
+        for line in lines:
+            self._echo(line)
 
     def notice(self, text: str) -> None:
         self._echo(f"note: {text}")
@@ -175,14 +184,14 @@ class PlainProgress(_Tracker):
 
 
 class RichProgress(_Tracker):
-    """A live panel on a terminal; finished trials scroll above it."""
+    """A live panel on a terminal (stderr's when ``err``); finished trials scroll above it."""
 
-    def __init__(self, target: int) -> None:
+    def __init__(self, target: int, *, err: bool = False) -> None:
         super().__init__(target)
         from rich.console import Console
         from rich.live import Live
 
-        self.console = Console()
+        self.console = Console(stderr=err)
         self.live = Live(
             self._render(), console=self.console, refresh_per_second=4, transient=True
         )
@@ -248,10 +257,16 @@ class RichProgress(_Tracker):
     def close(self) -> None:
         self.live.stop()
 
+    def answer(self, lines: list[str]) -> None:
+        for line in lines:
+            self.console.print(line, soft_wrap=True, markup=False, highlight=False)
 
-def make_progress(*, quiet: bool, target: int) -> _Tracker:
+
+def make_progress(*, quiet: bool, target: int, err: bool = False) -> _Tracker:
+    """The display for a study of ``target`` trials, on stdout (stderr when ``err``): rich on
+    a terminal, plain lines otherwise, nothing when ``quiet``."""
     if quiet:
         return _Tracker(target)
-    if sys.stdout.isatty():
-        return RichProgress(target)
-    return PlainProgress(target)
+    if (sys.stderr if err else sys.stdout).isatty():
+        return RichProgress(target, err=err)
+    return PlainProgress(target, err=err)

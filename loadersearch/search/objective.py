@@ -99,8 +99,8 @@ def unusable_input(
     if workload.pipeline is not None:
         part = "dataset" if result.reason == BAD_SAMPLE else "pipeline"
         return PipelineError(
-            f"your {part} cannot be used ({result.reason}): {result.message}. Every {every} "
-            f"would fail the same way; fix it {again}."
+            f"your {part} cannot be used ({result.reason}): {result.message.rstrip('. ')}. "
+            f"Every {every} would fail the same way; fix it {again}."
         )
     return DatasetError(
         f"the dataset cannot be loaded ({result.reason}): {result.message.rstrip('. ')}. Every "

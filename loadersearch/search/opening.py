@@ -372,6 +372,17 @@ def _check_hardware(study: optuna.Study, hardware: Hardware, allow_mixed: bool) 
         hw.check_compatible(stored, hardware, allow_mixed=allow_mixed)
 
 
+def require_joinable(study: optuna.Study) -> None:
+    """Refuse (:class:`StudyError`) to join a study loadersearch did not create, naming what
+    it lacks."""
+    problems = foreign_study_problems(study)
+    if problems:
+        raise StudyError(
+            f"study {study.study_name!r} was not created by loadersearch ({'; '.join(problems)})"
+            "; a worker joins only a study `loadersearch run` created."
+        )
+
+
 def settings_from_study(
     study: optuna.Study,
     *,
@@ -387,12 +398,7 @@ def settings_from_study(
     stored cache directory is not used: this machine's own default is."""
     from loadersearch.workload.refs import PipelineTrust, admit_stored
 
-    problems = foreign_study_problems(study)
-    if problems:
-        raise StudyError(
-            f"study {study.study_name!r} was not created by loadersearch ({'; '.join(problems)})"
-            "; a worker joins only a study `loadersearch run` created."
-        )
+    require_joinable(study)
     spec = study.user_attrs["spec"]
     workload = WorkloadSpec.from_dict(spec["workload"])
     if workload.pipeline is not None:

@@ -41,3 +41,10 @@ class Progress:
 
     def confirm_step(self, label: str, round_: int, result: MeasureResult) -> None:
         """One confirmation measurement finished."""
+
+    def answer(self, lines: list[str]) -> None:
+        """The study's answer, at the end of :func:`loadersearch.tune`: the winner and the
+        line to paste."""
+
+    def close(self) -> None:
+        """The study is over (or stopped): release the display."""

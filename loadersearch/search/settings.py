@@ -185,7 +185,8 @@ class StudySettings:
 
 @dataclass
 class Overrides:
-    """Values given on the command line (None = not given)."""
+    """Values given on the command line (None = not given); a size (``vram_cap``) in bytes,
+    read by :func:`parse_size` where it was given."""
 
     study: dict[str, Any] = field(default_factory=dict)
     workload: dict[str, Any] = field(default_factory=dict)
@@ -205,9 +206,7 @@ def parse_size(text: str | int | float | None) -> int | None:
     try:
         return config_parse_size(text)
     except ValueError as e:
-        if "positive" in str(e):  # readable, but zero: say that, not "cannot read"
-            raise SpecError(f"the size must be positive but got {text!r}; e.g. 6GiB.") from e
-        raise SpecError(f"cannot read the size {text!r}; write e.g. 6GiB, 512MiB or 4GB.") from e
+        raise SpecError(str(e)) from e
 
 
 def load_spec_file(path: str) -> dict[str, Any]:
@@ -251,7 +250,10 @@ def resolve_settings(
     data = load_spec_file(spec_file) if spec_file else {}
     base = os.path.dirname(os.path.abspath(spec_file)) if spec_file else os.getcwd()
     study = {**data.get("study", {}), **_given(overrides.study)}
-    workload_in = {**data.get("workload", {}), **_given(overrides.workload)}
+    file_workload = dict(data.get("workload", {}))
+    if "vram_cap" in file_workload:  # the file's is text; the command line's is bytes
+        file_workload["vram_cap"] = parse_size(file_workload["vram_cap"])
+    workload_in = {**file_workload, **_given(overrides.workload)}
     plan_in = {**data.get("plan", {}), **_given(overrides.plan)}
     for section, table in (("study", study), ("workload", workload_in), ("plan", plan_in)):
         _check_types(section, table, "")
@@ -261,8 +263,6 @@ def resolve_settings(
         workload_in["data_format"] = workload_in.pop("format")
     if "split" in workload_in:
         workload_in["data_split"] = workload_in.pop("split")
-    if "vram_cap" in workload_in:
-        workload_in["vram_cap"] = parse_size(workload_in["vram_cap"])
     data_dir = workload_in.get("data")
     if data_dir:
         # Relative paths in a spec file are relative to the file; on the command line, to cwd.
@@ -310,6 +310,7 @@ def resolve_settings(
             f"--cache {workload.cache} fixes the cache and --search-cache (space cache) "
             "searches it: give one of them (--fix cache=memmap also fixes it)."
         )
+    check_emulated_cap(workload, space)
 
     trials = int(study.get("trials", 40))
     if trials < 1:
@@ -348,6 +349,30 @@ def resolve_settings(
         source=spec_file,
         **extra,
     )
+
+
+def check_emulated_cap(workload: WorkloadSpec, space: SearchSpace) -> None:
+    """Refuse a VRAM cap the emulated device cannot fit its smallest batch under. Its memory
+    is a formula (``m0 + m1 x batch`` MiB), so this is known before anything is measured or
+    created: a study made with such a cap could only fail, and would then refuse the
+    corrected cap as a different spec."""
+    if not (workload.emulated and workload.vram_cap):
+        return
+    from loadersearch.measure.shm import fmt_bytes
+    from loadersearch.workload.emulated import EmulatedAccelerator
+
+    smallest = space.batch_choices()[0]
+    m0, m1 = workload.emulated_mib
+    need = EmulatedAccelerator(workload.emulated_ms, workload.emulated_mib, None).memory_bytes(
+        smallest
+    )
+    if need > workload.vram_cap:
+        raise SpecError(
+            f"not even batch_size={smallest} fits under a VRAM cap of "
+            f"{fmt_bytes(workload.vram_cap)}: the emulated device takes {m0:g} + {m1:g} MiB x "
+            f"batch = {fmt_bytes(need)} at batch {smallest}. Raise --vram-cap (vram_cap) or "
+            "lower --emulated-mib (emulated_mib)."
+        )
 
 
 def resolve_pipeline(from_file: dict[str, Any], given: dict[str, Any]) -> PipelineSpec | None:

@@ -51,6 +51,7 @@ from loadersearch.search.opening import (
     make_sampler,
     open_study,
     ranks_notice,
+    require_joinable,
     settings_from_study,
     shm_notices,
     study_name_of,
@@ -103,12 +104,24 @@ def ensure_probe(
     measure_fn: MeasureFn,
     progress: Progress,
     store: bool = True,
+    probed: ProbeResult | None = None,
 ) -> ProbeResult:
-    """The stored probe result, or a new probe (stored when ``store``: a worker changes
-    nothing in the study) when the study has none."""
+    """The stored probe result, or ``probed`` (measured before the study was created), or a
+    new probe (stored when ``store``: a worker changes nothing in the study) when the study
+    has none."""
     stored = study.user_attrs.get("probe")
     if stored:
         return ProbeResult.from_dict(stored)
+    probe = probed or new_probe(settings, hardware, measure_fn=measure_fn, progress=progress)
+    if store:
+        study.set_user_attr("probe", probe.to_dict())
+    return probe
+
+
+def new_probe(
+    settings: StudySettings, hardware: Hardware, *, measure_fn: MeasureFn, progress: Progress
+) -> ProbeResult:
+    """Probe the largest batch under the VRAM cap, or say why there is no probe."""
     w = settings.workload
     if not settings.probe:
         probe = ProbeResult(max_batch=None, skipped="disabled")
@@ -126,8 +139,6 @@ def ensure_probe(
         probe = ProbeResult(max_batch=None, skipped="no VRAM cap set for the emulated device")
     else:
         probe = ProbeResult(max_batch=None, skipped="no VRAM cap applies on a CPU")
-    if store:
-        study.set_user_attr("probe", probe.to_dict())
     return probe
 
 
@@ -294,8 +305,19 @@ def _run_study(
     def waiting() -> None:
         progress.notice(f"Another process is setting up study {name!r}; waiting for it.")
 
+    # The child measures on the device this study resolved to (never its own guess).
+    measured = dataclasses.replace(
+        settings, workload=resolved_workload(settings.workload, hardware)
+    )
     # Runs that start one study at once: the first sets it up, the others wait and join it.
     with study_lock(storage, name, waiting):
+        probed = None
+        if create and not _exists(storage, name):
+            # A new study is created once its batch bound is known: a VRAM cap that not even
+            # the smallest batch fits under then stops here with nothing stored, and the
+            # corrected command creates the study (a study with the wrong cap would refuse
+            # it as a different spec).
+            probed = new_probe(measured, hardware, measure_fn=measure_fn, progress=progress)
         study, resumed = open_study(settings, hardware, create=create, storage=storage)
         for note in getattr(study, "storage_notes", []):
             progress.notice(note)
@@ -328,12 +350,14 @@ def _run_study(
             records = {c.mode: _cache_record(c, stored.get(c.mode)) for c in caches}
             if any(stored.get(mode) != record for mode, record in records.items()):
                 study.set_user_attr("caches", {**stored, **records})
-        # The child measures on the device this study resolved to (never its own guess).
-        measured = dataclasses.replace(
-            settings, workload=resolved_workload(settings.workload, hardware)
-        )
         probe = ensure_probe(
-            study, measured, hardware, measure_fn=measure_fn, progress=progress, store=create
+            study,
+            measured,
+            hardware,
+            measure_fn=measure_fn,
+            progress=progress,
+            store=create,
+            probed=probed,
         )
         space = bounded_space(settings.space, probe)
         study.sampler = make_sampler(settings.sampler, space, settings.seed, gpu=gpu)
@@ -391,6 +415,14 @@ def _run_study(
     )
 
 
+def _exists(storage: optuna.storages.BaseStorage, name: str) -> bool:
+    try:
+        storage.get_study_id_from_name(name)
+    except KeyError:
+        return False
+    return True
+
+
 def _cache_record(cache: Any, stored: dict[str, Any] | None) -> dict[str, Any]:
     """What the study keeps of a cache (study attribute ``caches``, by mode): its size and the
     one-time build cost, the first measured build kept when a later run reuses the file."""
@@ -437,6 +469,7 @@ def join_study(
             )
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         study = optuna.load_study(study_name=study_name, storage=rdb)
+        require_joinable(study)  # before asking for --trials: no number makes it joinable
         total = trials or study.user_attrs.get("trials")
         if not total:
             raise StudyError(

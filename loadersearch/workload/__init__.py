@@ -268,12 +268,29 @@ def create_workload(
     )
 
 
+@dataclass(frozen=True)
+class PipelineData:
+    """What :func:`check_data` says of a user pipeline's dataset: nothing checked here (its
+    factory reads its own data, in the measuring process), nothing skipped."""
+
+    dataset: str  # the factory's reference
+
+    def describe(self) -> str | None:
+        return None
+
+    def to_dict(self) -> dict[str, object]:
+        return {}
+
+
 def check_data(spec: WorkloadSpec) -> Any:
     """Check the dataset ``spec`` measures, whole, before anything is measured (the built-in
     dataset is generated first when missing): a
     :class:`~loadersearch.workload.datasets.DatasetCheck`, or
-    :class:`~loadersearch.errors.DatasetError` naming the first problem. Does not import
-    torch."""
+    :class:`~loadersearch.errors.DatasetError` naming the first problem; for a user pipeline,
+    a :class:`PipelineData` (the built-in dataset is neither read nor generated). Does not
+    import torch."""
+    if spec.pipeline is not None:
+        return PipelineData(spec.pipeline.dataset)
     from loadersearch.workload.datasets import check_dataset
 
     return check_dataset(

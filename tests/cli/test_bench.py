@@ -73,7 +73,7 @@ def test_summary_labels_emulated_results_and_infeasible_exits_3(tiny_dataset):
 def test_unreadable_vram_cap_is_a_usage_error():
     result = CliRunner().invoke(cli, ["bench", "--vram-cap", "six gigs"])
     assert result.exit_code == 2
-    assert "Cannot read the size 'six gigs'" in result.output
+    assert "cannot read the size 'six gigs'" in result.output
 
 
 def test_more_ranks_than_gpus_on_cuda_exits_2_naming_the_fix():

@@ -147,19 +147,21 @@ def test_a_run_killed_outright_is_resumed_on_the_same_host_without_waiting_for_i
 
 
 def test_a_run_where_every_trial_is_infeasible_exits_3_with_the_reason(tiny_dataset, tmp_path):
-    # 600 + 150*batch MiB: not even batch 8 fits 1 GiB.
+    # Every read waits 5 s, every trial may take 3 s: each one times out. (A VRAM cap that not
+    # even the smallest emulated batch fits under is refused before a study exists:
+    # test_messages.)
     result = CliRunner().invoke(
-        cli, ["run", *FAST, "--data", tiny_dataset, "--vram-cap", "1GiB", "--no-baselines",
-              "--space", "batch_size=8:16:8", "--space", "num_workers=0:1", "--trials", "2",
-              "--storage", f"sqlite:///{tmp_path / 's.db'}", "--study", "cap"]
+        cli, ["run", *FAST, "--data", tiny_dataset, "--emulated-io-ms", "5000", "--timeout", "3",
+              "--no-baselines", "--fix", "batch_size=8", "--space", "num_workers=0:1",
+              "--trials", "2", "--storage", f"sqlite:///{tmp_path / 's.db'}", "--study", "cap"]
     )  # fmt: skip
     assert result.exit_code == 3, result.output
     assert "Traceback" not in result.output
     [line] = [ln for ln in result.output.splitlines() if ln.startswith("Error")]
-    assert "every configuration of study 'cap' was infeasible here (2 of 2 trials: vram_cap)" in (
+    assert "every configuration of study 'cap' was infeasible here (2 of 2 trials: timeout)" in (
         line
     )
-    assert "raise --vram-cap" in line
+    assert "raise --timeout" in line
 
 
 # --------------------------------------------------------------- 8. advice that works

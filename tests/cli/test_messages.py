@@ -69,6 +69,8 @@ def copy_yolo(src: str, dst: Path, n: int = 8) -> Path:
         ("[space]\nfix = 3\n", "[space] fix must be a table of fixed knobs"),
         ('[plan]\nsteps = "many"\n', "[plan] steps must be a whole number but got 'many'"),
         ("[workload]\nvram_cap = 0\n", "the size must be positive but got 0"),
+        ("[workload]\nvram_cap = 12\n", 'the size 12 has no unit: "12GiB"?'),
+        ('[workload]\nvram_cap = "12"\n', "the size '12' has no unit: 12GiB?"),
         ("[workload]\nemulated_ms = [nan, 1]\n", "must be finite numbers"),
         ("[workload]\nemulated_ms = [inf, inf]\n", "must be finite numbers"),
     ],
@@ -95,7 +97,26 @@ def test_emulated_times_that_are_not_finite_are_refused_before_any_trial(tmp_pat
 
 def test_a_zero_vram_cap_is_named_as_not_positive_rather_than_unreadable():
     line = one_error_line(invoke(["run", "--vram-cap", "0"]).output)
-    assert "must be positive" in line and "Cannot read" not in line
+    assert "must be positive" in line and "cannot read" not in line
+
+
+def test_a_cap_no_batch_fits_under_is_refused_before_a_study_exists(tmp_path, tiny_dataset):
+    # Issue 22, 7: a study created with an impossible cap refused the corrected one as "a
+    # different spec". The emulated device's memory is a formula: known before anything runs.
+    storage = f"sqlite:///{tmp_path / 'cap.db'}"
+    args = ["run", *FAST, "--data", tiny_dataset, "--storage", storage, "--study", "cap",
+            "--trials", "1", "--no-baselines", "--fix", "batch_size=8",
+            "--fix", "num_workers=0"]  # fmt: skip
+    for cap in ("12", "12B", "1GiB"):
+        result = invoke([*args, "--vram-cap", cap])
+        assert result.exit_code == 2, result.output
+        assert not (tmp_path / "cap.db").exists()
+    line = one_error_line(result.output)  # 600 + 150 x 8 MiB = 1.8 GiB at batch 8
+    assert "not even batch_size=8 fits under a VRAM cap of 1.0 GiB" in line
+    assert "1.8 GiB at batch 8" in line and "Raise --vram-cap" in line
+    result = invoke([*args, "--vram-cap", "2GiB"])  # the corrected command creates it
+    assert result.exit_code == 0, result.output
+    assert optuna.load_study(study_name="cap", storage=storage).user_attrs["vram_cap"] == 2**31
 
 
 # ------------------------------------------------------------------------ storage

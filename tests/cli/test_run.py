@@ -37,7 +37,8 @@ PIPE = ["--dataset", "helpers.pipelines:make_dataset"]  # tests/helpers/pipeline
         (["--fix", "batch_size=big"], "whole numbers"),
         (["--trials", "0"], "Invalid value for '--trials'"),
         (["--data", "/nonexistent/dataset"], "dataset directory /nonexistent/dataset does not"),
-        (["--vram-cap", "lots"], "Cannot read the size 'lots'"),
+        (["--vram-cap", "lots"], "cannot read the size 'lots'"),
+        (["--vram-cap", "12"], "has no unit: 12GiB?"),
         (["--storage", "postgresql+psycopg://u:secret@127.0.0.1:1/db"], "cannot open"),
         (["--dataset", "nopkg_xyz.data:make"], "no module named 'nopkg_xyz' on the path"),
         (["--dataset", "helpers/pipelines.py"], "must read 'module:name'"),
@@ -102,3 +103,19 @@ def test_a_run_of_two_gloo_ranks_answers_per_rank_with_a_sampler_and_torchrun(
     bound = max(1, (os.cpu_count() or 1) // 2)  # 2 ranks' workers within the CPUs
     assert f"num_workers 0..{bound} per rank" in result.output
     assert trial.params.get("num_workers", 0) <= bound
+
+
+def test_a_run_of_a_user_pipeline_generates_no_built_in_dataset(tmp_path, monkeypatch) -> None:
+    # Issue 22, 8: the dataset check generated the 49 MB built-in dataset in ./studies/data,
+    # which a user pipeline never reads.
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("LOADERSEARCH_STORAGE", raising=False)
+    result = CliRunner().invoke(cli, [
+        "run", *PIPE, "--arg", "dataset.n=16", "--arg", "dataset.size=8", "--workload",
+        "emulated", "--emulated-ms", "1,0", "--epochs", "1", "--steps", "2",
+        "--windows-per-epoch", "1", "--warmup-epochs", "0", "--fix", "batch_size=8",
+        "--fix", "num_workers=0", "--trials", "1", "--no-baselines", "--confirm-rounds", "0",
+        "--storage", f"sqlite:///{tmp_path / 'p.db'}", "--quiet",
+    ])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert not (tmp_path / "studies").exists()

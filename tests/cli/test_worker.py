@@ -155,6 +155,18 @@ def test_a_worker_refuses_a_study_that_does_not_exist_listing_those_that_do(
     assert "Traceback" not in out
 
 
+def test_a_worker_refuses_a_plain_optuna_study_at_once_without_asking_for_trials(
+    shared_url, study_name, env
+):
+    # Issue 22, 8: it first asked for --trials N, then refused the study once given one.
+    storage = open_storage(shared_url)
+    optuna.create_study(study_name=study_name, storage=storage, direction="maximize")
+    code, out = _finish(_cli(["worker", "--study", study_name, "--storage", shared_url], env, "n"))
+    assert code == 2, out
+    assert f"study '{study_name}' was not created by loadersearch (no loadersearch spec" in out
+    assert "--trials" not in out and "Traceback" not in out
+
+
 def _blocked_on_a_lock(pid: int) -> bool:
     """Whether ``pid`` or one of its descendants waits for a file lock (``/proc/locks`` lists
     a waiter as ``N: -> FLOCK ADVISORY WRITE PID ...``)."""

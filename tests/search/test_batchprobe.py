@@ -112,3 +112,35 @@ def test_a_batch_that_runs_but_leaves_no_headroom_does_not_fit() -> None:
     over = next(p for p in result.probes if p["batch"] == 64)
     assert over["fits"] is False and over["status"] == OK
     assert f"{HEADROOM:.0%} of the 7,168 MiB" in over["message"]
+
+
+def test_a_new_study_is_created_only_once_the_probe_found_a_batch(tmp_path, tiny_dataset):
+    # Issue 22, 7: a study created before its probe failed refused the corrected cap as "a
+    # different spec". (A device whose memory is not a formula: the measurement says.)
+    import dataclasses
+
+    import optuna
+    from search_helpers import HOST, quick_settings, steady_measure
+
+    from loadersearch.search.study import run_study
+
+    base = quick_settings(tmp_path, trials=1)
+    settings = dataclasses.replace(
+        base,
+        workload=dataclasses.replace(base.workload, data=tiny_dataset, vram_cap=GIB),
+        baselines=False,
+    )
+    with pytest.raises(StudyError, match="not even batch_size=8 fits"):
+        run_study(settings, measure_fn=_measure_under(4, []), hardware=HOST)
+    assert optuna.get_all_study_names(settings.storage) == []
+
+    fits, trial = _measure_under(8, []), steady_measure()
+
+    def measure(workload, config, plan, **kwargs):
+        return fits(workload, config, plan) if plan == PROBE_PLAN else trial(
+            workload, config, plan, **kwargs
+        )
+
+    outcome = run_study(settings, measure_fn=measure, hardware=HOST)
+    assert outcome.probe.max_batch == 8 and not outcome.resumed
+    assert outcome.study.user_attrs["probe"]["max_batch"] == 8

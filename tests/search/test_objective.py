@@ -186,3 +186,16 @@ def test_a_clearly_slower_prune_records_the_best_trial_it_lost_to() -> None:
         record_pruned_against(trial)
         # Other pruners compare with no single trial: nothing to record.
         assert trial.user_attrs.get("pruned_against") == expected
+
+
+def test_an_unusable_pipeline_s_message_ends_its_sentence_once() -> None:
+    # Issue 22, 7: "check the name after the colon.. Every trial would fail".
+    from loadersearch.config import LoaderConfig, PipelineSpec
+    from loadersearch.measure.result import BAD_PIPELINE, ERROR, MeasureResult
+    from loadersearch.search.objective import unusable_input
+
+    spec = WorkloadSpec(kind="loader", pipeline=PipelineSpec("helpers.pipelines:make_dataset"))
+    message = "module m has no 'f' (the dataset m:f); check the name after the colon."
+    result = MeasureResult(LoaderConfig(), status=ERROR, reason=BAD_PIPELINE, message=message)
+    text = str(unusable_input(result, spec))
+    assert "check the name after the colon. Every trial would fail" in text and ".." not in text

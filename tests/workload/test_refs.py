@@ -161,3 +161,52 @@ def test_installed_packages_need_trust_and_the_standard_library_never_passes() -
     with pytest.raises(PipelineError, match="installed package"):
         admit_stored(PipelineSpec(**mine, loss="torch.nn:functional.cross_entropy"),
                      PipelineTrust(), "db")  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("source", "where"),
+    [
+        ('if __name__ == "__main__":\n    def make_dataset():\n        return None\n',
+         'under `if __name__ == "__main__":`'),
+        ("def main():\n    global make_dataset\n\n    def make_dataset():\n        return None\n"
+         '\n\nif __name__ == "__main__":\n    main()\n',
+         "inside the function main (declared global)"),
+    ],
+)  # fmt: skip
+def test_a_function_the_script_defines_only_when_run_is_refused(monkeypatch, tmp_path, source,
+                                                                 where) -> None:  # fmt: skip
+    # Issue 22, 7: the measuring process imports the script, which then does not define it: a
+    # study and a failed trial were created before that was found.
+    script = tmp_path / "tune_mine.py"
+    script.write_text(source)
+    main = types.ModuleType("__main__")
+    main.__file__ = str(script)
+    exec(compile(source, str(script), "exec"), main.__dict__)
+    monkeypatch.setitem(sys.modules, "__main__", main)
+    with pytest.raises(PipelineError) as e:
+        ref_of(main.make_dataset, "dataset")
+    text = str(e.value)
+    assert text.startswith(f"the dataset make_dataset is defined {where} in tune_mine.py")
+    assert "Define make_dataset with def (or class) at the top level of tune_mine.py" in text
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "try:\n    def make_dataset():\n        return None\nexcept ImportError:\n    pass\n"
+        'if __name__ == "__main__":\n    def make_dataset():\n        return 1\n',
+        # bound on import by a call: the function that declares it global runs on import
+        "def setup():\n    global make_dataset\n\n    def make_dataset():\n        return None\n"
+        "\n\nsetup()\n",
+    ],
+)
+def test_a_function_bound_on_import_is_accepted_wherever_else_it_is_also_bound(
+    monkeypatch, tmp_path, source
+) -> None:
+    script = tmp_path / "tune_mine.py"
+    script.write_text(source)
+    main = types.ModuleType("__main__")
+    main.__file__ = str(script)
+    exec(compile(source, str(script), "exec"), main.__dict__)
+    monkeypatch.setitem(sys.modules, "__main__", main)
+    assert ref_of(main.make_dataset, "dataset") == ("tune_mine:make_dataset", {})
