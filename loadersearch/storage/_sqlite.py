@@ -63,26 +63,57 @@ def read_only_filesystem(path: str) -> bool:
         return False
 
 
-def sqlite_readonly_connect(path: str, *, immutable: bool | None = None) -> Any:
-    """A ``creator`` for SQLAlchemy that opens the SQLite file ``path`` read-only (``mode=ro``):
-    SQLite then writes nothing to it and never changes its journal mode. On read-only media
-    a WAL-mode file cannot get its shared-memory file, so it is opened ``immutable`` (no
-    locks, no -shm), unless a -wal file with content and its -shm are there to be read.
-    ``immutable=True`` forces that (a look that must create nothing beside the file)."""
-    import sqlite3
+def wal_format(path: str) -> bool:
+    """Whether the SQLite file ``path`` is in WAL mode (its header's read and write versions
+    are 2; rollback-journal files have 1)."""
+    try:
+        with open(path, "rb") as f:
+            header = f.read(20)
+    except OSError:
+        return False
+    return header[:16] == b"SQLite format 3\0" and header[18:20] == b"\x02\x02"
+
+
+def _readonly_uri(path: str) -> str:
+    """The ``mode=ro`` URI of ``path``, ``immutable`` when nothing beside the file is needed.
+
+    A read-only connection to a WAL-mode file creates its -wal and -shm files (SQLite needs
+    the shared-memory index) and, being read-only, cannot remove them when it closes: a
+    ``report`` left both behind. Where the file's WAL holds nothing (no -wal, or an empty
+    one: every write is checkpointed into the file, as a finished run leaves it), the file
+    alone is the database, and ``immutable`` reads it with no lock and no file beside it. A
+    writer that starts meanwhile appends to the WAL and leaves the file as it is until it
+    checkpoints (1000 pages later), so a short read sees the state before it. A WAL with
+    content (a run writing now, or one killed before its checkpoint) is read through its -wal
+    and -shm as they are. A rollback-journal file is never ``immutable`` (its writers change
+    the file itself), except on read-only media, where nobody writes it."""
     from urllib.parse import quote
+
+    absolute = os.path.abspath(path)
+    wal, shm = f"{absolute}-wal", f"{absolute}-shm"
+    wal_content = os.path.isfile(wal) and os.path.getsize(wal) > 0
+    if read_only_filesystem(os.path.dirname(absolute)):
+        # No -shm can be made here: without one, the WAL's content cannot be read at all.
+        immutable = not (wal_content and os.path.exists(shm))
+    else:
+        immutable = wal_format(absolute) and not wal_content
+    return f"file:{quote(absolute)}?mode=ro" + ("&immutable=1" if immutable else "")
+
+
+def sqlite_readonly_connect(path: str) -> Any:
+    """A ``creator`` for SQLAlchemy that opens the SQLite file ``path`` read-only (``mode=ro``):
+    SQLite then writes nothing to it and never changes its journal mode. Each connection
+    decides anew whether it can be ``immutable`` (see :func:`_readonly_uri`), so a
+    dashboard opened on a finished study reads a run started later through its WAL (with
+    ``poolclass=NullPool`` every session is a new connection)."""
+    import sqlite3
 
     from loadersearch.storage._settings import SQLITE_BUSY_TIMEOUT
 
-    absolute = os.path.abspath(path)
-    if immutable is None:
-        wal, shm = f"{absolute}-wal", f"{absolute}-shm"
-        live_wal = os.path.exists(shm) and os.path.isfile(wal) and os.path.getsize(wal) > 0
-        immutable = read_only_filesystem(os.path.dirname(absolute)) and not live_wal
-    uri = f"file:{quote(absolute)}?mode=ro" + ("&immutable=1" if immutable else "")
-
     def connect() -> Any:
-        return sqlite3.connect(uri, uri=True, timeout=SQLITE_BUSY_TIMEOUT, check_same_thread=False)
+        return sqlite3.connect(
+            _readonly_uri(path), uri=True, timeout=SQLITE_BUSY_TIMEOUT, check_same_thread=False
+        )
 
     return connect
 
