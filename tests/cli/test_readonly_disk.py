@@ -97,3 +97,11 @@ def test_a_full_cache_directory_names_the_sizes_in_the_unit_that_shows_them(
     # 16 images at 64 px: up to ~208 KiB; it was "needs up to 0.00 GiB ... has 0.00 GiB free".
     assert re.search(rf"needs up to [\d.]+ KiB and {cache} has 64\.0 KiB free", line), line
     assert "--cache-dir DIR" in line
+
+
+def test_any_other_write_to_a_read_only_disk_is_one_line_naming_the_place(ro_dir, tmp_path):
+    # Nothing checks make-dataset's target up front: the one-line fallback for EROFS names it.
+    argv = [sys.executable, "-m", "loadersearch", "make-dataset", str(ro_dir / "data"), "-n", "2"]
+    done = read_only(ro_dir, argv, cli_env(tmp_path))
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert f"cannot write {ro_dir}/data: its file system is read-only" in _error_line(done)
