@@ -83,7 +83,8 @@ def _readonly_uri(path: str) -> str:
     one: every write is checkpointed into the file, as a finished run leaves it), the file
     alone is the database, and ``immutable`` reads it with no lock and no file beside it. A
     writer that starts meanwhile appends to the WAL and leaves the file as it is until it
-    checkpoints (1000 pages later), so a short read sees the state before it. A WAL with
+    checkpoints (1000 pages later, or as it closes), so a read of one session (each is a
+    connection of its own) sees the state before it. A WAL with
     content (a run writing now, or one killed before its checkpoint) is read through its -wal
     and -shm as they are. A rollback-journal file is never ``immutable`` (its writers change
     the file itself), except on read-only media, where nobody writes it."""
