@@ -160,10 +160,11 @@ OPTUNA_TABLES = frozenset({"studies", "trials", "version_info"})
 def open_existing_storage(url: str | None = None) -> optuna.storages.RDBStorage:
     """Open a storage that must already hold studies, read-only where the backend allows it
     (for ``report``, ``best``, ``dashboard``): nothing is created, no table, no file, no
-    journal mode change. A SQLite file is opened with SQLite's ``mode=ro`` (``immutable``
-    where its WAL holds nothing, so that no -wal or -shm is created), a PostgreSQL or MySQL
-    session is a read-only one. A SQLite file that does not exist, or a database without
-    Optuna's tables, is refused with :class:`StudyError` and left as it was."""
+    journal mode change. A SQLite file is opened with SQLite's ``mode=ro`` (the -wal and -shm
+    a read-only connection makes are removed as it closes; ``immutable`` on read-only
+    media), a PostgreSQL or MySQL session is a read-only one. A SQLite file that does not
+    exist, or a database without Optuna's tables, is refused with :class:`StudyError` and
+    left as it was."""
     url = resolve_storage_url(url)
     path = sqlite_path(url)
     if path is not None and not os.path.isfile(path):
@@ -172,7 +173,7 @@ def open_existing_storage(url: str | None = None) -> optuna.storages.RDBStorage:
             "--storage."
         )
     kwargs = readonly_engine_kwargs(url)
-    _require_optuna_schema(url, kwargs)  # (creates nothing beside the file: see _readonly_uri)
+    _require_optuna_schema(url, kwargs)
     storage = _construct(url, {"engine_kwargs": kwargs, "skip_table_creation": True})
     storage.retry_seconds = float_env(RETRY_ENV, DEFAULT_RETRY_SECONDS)
     storage.warnings = []

@@ -69,7 +69,8 @@ def readonly_engine_kwargs(url: str) -> dict[str, Any]:
     if path is not None:
         from sqlalchemy.pool import NullPool
 
-        # A connection per session: each one chooses again whether it may be immutable.
+        # A connection per session: closing it removes the -wal and -shm it made (see
+        # sqlite_readonly_connect) then, not whenever the process ends (a dashboard never).
         return {"creator": sqlite_readonly_connect(path), "poolclass": NullPool}
     args = dict(kwargs.get("connect_args", {}))
     if url.startswith(("postgresql", "postgres")):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sqlite3
 from collections.abc import Iterable
 from typing import Any
 
@@ -63,60 +64,70 @@ def read_only_filesystem(path: str) -> bool:
         return False
 
 
-def wal_format(path: str) -> bool:
-    """Whether the SQLite file ``path`` is in WAL mode (its header's read and write versions
-    are 2; rollback-journal files have 1)."""
-    try:
-        with open(path, "rb") as f:
-            header = f.read(20)
-    except OSError:
-        return False
-    return header[:16] == b"SQLite format 3\0" and header[18:20] == b"\x02\x02"
-
-
-def _readonly_uri(path: str) -> str:
-    """The ``mode=ro`` URI of ``path``, ``immutable`` when nothing beside the file is needed.
-
-    A read-only connection to a WAL-mode file creates its -wal and -shm files (SQLite needs
-    the shared-memory index) and, being read-only, cannot remove them when it closes: a
-    ``report`` left both behind. Where the file's WAL holds nothing (no -wal, or an empty
-    one: every write is checkpointed into the file, as a finished run leaves it), the file
-    alone is the database, and ``immutable`` reads it with no lock and no file beside it. A
-    writer that starts meanwhile appends to the WAL and leaves the file as it is until it
-    checkpoints (1000 pages later, or as it closes), so a read of one session (each is a
-    connection of its own) sees the state before it. A WAL with
-    content (a run writing now, or one killed before its checkpoint) is read through its -wal
-    and -shm as they are. A rollback-journal file is never ``immutable`` (its writers change
-    the file itself), except on read-only media, where nobody writes it."""
-    from urllib.parse import quote
-
-    absolute = os.path.abspath(path)
-    wal, shm = f"{absolute}-wal", f"{absolute}-shm"
-    wal_content = os.path.isfile(wal) and os.path.getsize(wal) > 0
-    if read_only_filesystem(os.path.dirname(absolute)):
-        # No -shm can be made here: without one, the WAL's content cannot be read at all.
-        immutable = not (wal_content and os.path.exists(shm))
-    else:
-        immutable = wal_format(absolute) and not wal_content
-    return f"file:{quote(absolute)}?mode=ro" + ("&immutable=1" if immutable else "")
-
-
 def sqlite_readonly_connect(path: str) -> Any:
     """A ``creator`` for SQLAlchemy that opens the SQLite file ``path`` read-only (``mode=ro``):
-    SQLite then writes nothing to it and never changes its journal mode. Each connection
-    decides anew whether it can be ``immutable`` (see :func:`_readonly_uri`), so a
-    dashboard opened on a finished study reads a run started later through its WAL (with
-    ``poolclass=NullPool`` every session is a new connection)."""
-    import sqlite3
+    SQLite then writes nothing to it and never changes its journal mode.
+
+    A read-only connection to a WAL-mode file needs the file's -wal and -shm (the WAL's
+    shared-memory index) and creates them when they are missing, but, being read-only, cannot
+    remove them as it closes: a ``report`` left both beside a finished study. So a connection
+    that found neither removes them after it closes the way SQLite does: through a connection
+    that may write, opened only to be closed, which checkpoints nothing (the read-only one
+    wrote nothing) and deletes them only when no other process has the file open (a run
+    writing now keeps its WAL). The file itself is left byte for byte as it was. (``immutable``
+    would need no -shm, but reads with no locks: a writer's checkpoint in the middle of a read
+    gave "database disk image is malformed"; it is used only on read-only media, which nobody
+    writes.) With ``poolclass=NullPool`` each session's connection closes when it ends."""
+    from urllib.parse import quote
 
     from loadersearch.storage._settings import SQLITE_BUSY_TIMEOUT
 
+    absolute = os.path.abspath(path)
+    beside = (f"{absolute}-wal", f"{absolute}-shm")
+
+    class ReadOnlyConnection(sqlite3.Connection):
+        made_wal_files = False
+
+        def close(self) -> None:
+            super().close()
+            if self.made_wal_files and any(os.path.exists(p) for p in beside):
+                _close_wal_files(absolute)
+
     def connect() -> Any:
-        return sqlite3.connect(
-            _readonly_uri(path), uri=True, timeout=SQLITE_BUSY_TIMEOUT, check_same_thread=False
+        read_only_media = read_only_filesystem(os.path.dirname(absolute))
+        had_wal_files = any(os.path.exists(p) for p in beside)
+        # On read-only media no -shm can be made: without one the WAL cannot be read at all,
+        # so the file is read as it is, unless a -wal with content and its -shm are there.
+        live = all(os.path.isfile(p) for p in beside) and os.path.getsize(beside[0]) > 0
+        immutable = read_only_media and not live
+        uri = f"file:{quote(absolute)}?mode=ro" + ("&immutable=1" if immutable else "")
+        conn = sqlite3.connect(
+            uri,
+            uri=True,
+            timeout=SQLITE_BUSY_TIMEOUT,
+            check_same_thread=False,
+            factory=ReadOnlyConnection,
         )
+        conn.made_wal_files = not had_wal_files and not read_only_media
+        return conn
 
     return connect
+
+
+def _close_wal_files(path: str) -> None:
+    """Let SQLite remove the -wal and -shm of ``path`` if no other connection uses them: a
+    connection that may write, closed after one read (closing the last connection of a WAL
+    file checkpoints it and deletes both)."""
+    from urllib.parse import quote
+
+    try:
+        conn = sqlite3.connect(f"file:{quote(path)}?mode=rw", uri=True, timeout=1)
+        try:
+            conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()
+        finally:
+            conn.close()
+    except sqlite3.Error as e:  # busy, or not ours to write: the files stay, nothing is lost
+        _logger.debug("left the -wal and -shm of %s: %s", path, e)
 
 
 def filesystem_type(path: str, mounts: str = "/proc/mounts") -> str | None:
