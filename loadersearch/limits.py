@@ -73,7 +73,8 @@ def limit_problem(text: str, *, aborted: bool = False) -> str | None:
 
 def environment_error(e: OSError) -> LoaderSearchError | None:
     """An OSError that is the environment's, not a bug (too many open files, no space left,
-    out of memory under a limit), as an error with one clear line; None otherwise."""
+    a read-only file system, out of memory under a limit), as an error with one clear line;
+    None otherwise."""
     if e.errno in (errno.EMFILE, errno.ENFILE):
         return ResourceLimitError(f"{fd_problem()}.")
     if e.errno in (errno.ENOSPC, errno.EDQUOT):
@@ -84,6 +85,12 @@ def environment_error(e: OSError) -> LoaderSearchError | None:
         return DiskFullError(
             f"no space left on the device writing {where} ({describe_space(str(where))}); "
             "free some space there and run the same command again."
+        )
+    if e.errno == errno.EROFS:  # a place no check before it foresaw (the study's are checked)
+        where = e.filename or "a file"
+        return LoaderSearchError(
+            f"cannot write {where}: its file system is read-only. Run where it is writable, "
+            "or point the option or variable that names that place elsewhere."
         )
     if e.errno == errno.ENOMEM:
         problem = address_space_problem()

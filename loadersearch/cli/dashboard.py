@@ -58,7 +58,7 @@ def dashboard(storage: str | None, host: str, port: int) -> None:
     rdb = open_existing_storage(url)
     _check_port(host, port)
     # The trials' window pictures (artifacts), where the storage has a folder for them.
-    store = open_artifact_store(url)
+    store = open_artifact_store(url, create=False)
     shown = "localhost" if host in ("127.0.0.1", "0.0.0.0") else host
     click.echo(f"optuna-dashboard on {redact_url(url)}: http://{shown}:{port}/ (Ctrl-C stops it)")
     # A server that only reads has nothing to clean up: SIGTERM ends it at once, as before

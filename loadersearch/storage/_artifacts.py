@@ -29,12 +29,22 @@ def artifact_dir(url: str) -> str | None:
     return f"{path}-artifacts" if path else None
 
 
-def open_artifact_store(url: str) -> FileSystemArtifactStore | None:
-    """The artifact store of the storage ``url`` (its folder created), or None."""
+def open_artifact_store(url: str, *, create: bool = True) -> FileSystemArtifactStore | None:
+    """The artifact store of the storage ``url``, or None. ``create`` (a process that runs
+    trials): its folder is created, after the checks a run makes before it creates anything
+    (:func:`~loadersearch.storage._open.check_run_storage`: a read-only disk or another
+    application's database is refused in one line). Without, for a reader (``dashboard``):
+    None unless the folder is there, so that reading a study leaves no folder beside it."""
     from optuna.artifacts import FileSystemArtifactStore
 
     folder = artifact_dir(url)
     if folder is None:
         return None
-    os.makedirs(folder, exist_ok=True)
+    if create:
+        from loadersearch.storage._open import check_run_storage
+
+        check_run_storage(url)
+        os.makedirs(folder, exist_ok=True)
+    elif not os.path.isdir(folder):
+        return None
     return FileSystemArtifactStore(folder)

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from loadersearch.errors import StorageError, StudyError
-from loadersearch.storage._disk import check_free_space, disk_full_error
+from loadersearch.storage._disk import check_free_space, check_writable, disk_full_error
 from loadersearch.storage._lock import file_lock, sqlite_lock_path
 from loadersearch.storage._retrying import retrying_storage_class, server_full
 from loadersearch.storage._settings import (
@@ -21,12 +21,7 @@ from loadersearch.storage._settings import (
     heartbeat_settings,
     readonly_engine_kwargs,
 )
-from loadersearch.storage._sqlite import (
-    sqlite_path,
-    sqlite_readonly_connect,
-    storage_warnings,
-    use_sqlite_wal,
-)
+from loadersearch.storage._sqlite import sqlite_path, storage_warnings, use_sqlite_wal
 from loadersearch.storage._url import (
     check_url,
     first_line,
@@ -72,6 +67,7 @@ def open_storage(
     check_url(url)
     path = sqlite_path(url)
     if path is not None:
+        check_run_storage(url, artifacts=False)
         directory = os.path.dirname(path)
         if directory:
             try:
@@ -217,10 +213,11 @@ OPTUNA_TABLES = frozenset({"studies", "trials", "version_info"})
 def open_existing_storage(url: str | None = None) -> optuna.storages.RDBStorage:
     """Open a storage that must already hold studies, read-only where the backend allows it
     (for ``report``, ``best``, ``dashboard``): nothing is created, no table, no file, no
-    journal mode change. A SQLite file is opened with SQLite's ``mode=ro`` (``immutable`` on
-    read-only media), a PostgreSQL or MySQL session is a read-only one. A SQLite file that
-    does not exist, or a database without Optuna's tables, is refused with
-    :class:`StudyError` and left as it was."""
+    journal mode change. A SQLite file is opened with SQLite's ``mode=ro`` (the -wal and -shm
+    a read-only connection makes are removed as it closes; ``immutable`` on read-only
+    media), a PostgreSQL or MySQL session is a read-only one. A SQLite file that does not
+    exist, or a database without Optuna's tables, is refused with :class:`StudyError` and
+    left as it was."""
     url = resolve_storage_url(url)
     check_url(url)
     path = sqlite_path(url)
@@ -237,13 +234,34 @@ def open_existing_storage(url: str | None = None) -> optuna.storages.RDBStorage:
     return storage
 
 
-def _require_optuna_schema(url: str, kwargs: dict[str, Any]) -> None:
-    """Refuse, without writing anything, a database that holds no Optuna study tables."""
+def _require_optuna_schema(
+    url: str, kwargs: dict[str, Any], fix: str | None = None, *, partial_ok: bool = False
+) -> None:
+    """Refuse, without writing anything, a database that holds no Optuna study tables
+    (``partial_ok``: unless every table it holds is one of Optuna's, none included: an empty
+    file, or one another run is creating Optuna's tables in now, one table at a time; ``fix``:
+    what to do instead, by default check the storage named)."""
+    tables = _table_names(url, kwargs)
+    if OPTUNA_TABLES <= tables or (partial_ok and tables <= _all_optuna_tables()):
+        return
+    found = ", ".join(sorted(tables)[:8]) or "none"
+    raise StudyError(
+        f"{redact_url(url)} holds no Optuna study (tables found: {found}); it was left "
+        f"unchanged. {fix or 'Check --storage (or $LOADERSEARCH_STORAGE).'}"
+    )
+
+
+def _all_optuna_tables() -> set[str]:
+    """Every table Optuna's storage creates (and Alembic's version table)."""
+    from optuna.storages._rdb import models
+
+    return set(models.BaseModel.metadata.tables) | {"alembic_version"}
+
+
+def _table_names(url: str, kwargs: dict[str, Any]) -> set[str]:
+    """The tables in the database at ``url``, read with the engine arguments ``kwargs``."""
     import sqlalchemy
 
-    path = sqlite_path(url)
-    if path is not None:  # immutable: this look creates nothing beside the file either
-        kwargs = {**kwargs, "creator": sqlite_readonly_connect(path, immutable=True)}
     def table_names() -> set[str]:
         engine = sqlalchemy.create_engine(url, **kwargs)
         try:
@@ -252,15 +270,28 @@ def _require_optuna_schema(url: str, kwargs: dict[str, Any]) -> None:
             engine.dispose()
 
     try:
-        tables = _while_full(url, table_names)
+        return _while_full(url, table_names)
     except Exception as e:
         raise _open_error(url, e) from safe_cause(url, e)
-    if not OPTUNA_TABLES <= tables:
-        found = ", ".join(sorted(tables)[:8]) or "none"
-        raise StudyError(
-            f"{redact_url(url)} holds no Optuna study (tables found: {found}); it was left "
-            "unchanged. Check --storage (or $LOADERSEARCH_STORAGE)."
+
+
+def check_run_storage(url: str, *, artifacts: bool = True) -> None:
+    """Refuse, before a run creates anything: a SQLite file that holds another application's
+    tables (a run would add Optuna's twelve to it; only a new or empty file, or one with
+    Optuna's tables, is written), and a SQLite database or (``artifacts``) artifacts directory
+    that cannot be written (a read-only file system). The file is only read, read-only."""
+    from loadersearch.storage._artifacts import artifact_dir
+
+    path = sqlite_path(url)
+    if path is not None and os.path.isfile(path) and os.path.getsize(path) > 0:
+        _require_optuna_schema(
+            url,
+            readonly_engine_kwargs(url),
+            "A run adds Optuna's tables only to a new file or to a study database: choose "
+            "one with --storage sqlite:///PATH/NEW.db.",
+            partial_ok=True,
         )
+    check_writable(path, artifact_dir(url) if artifacts else None)
 
 
 def study_hosts(storage: optuna.storages.BaseStorage, study_id: int) -> list[str]:

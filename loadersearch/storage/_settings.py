@@ -67,7 +67,11 @@ def readonly_engine_kwargs(url: str) -> dict[str, Any]:
     kwargs = engine_kwargs(url)
     path = sqlite_path(url)
     if path is not None:
-        return {"creator": sqlite_readonly_connect(path)}
+        from sqlalchemy.pool import NullPool
+
+        # A connection per session: closing it removes the -wal and -shm it made (see
+        # sqlite_readonly_connect) then, not whenever the process ends (a dashboard never).
+        return {"creator": sqlite_readonly_connect(path), "poolclass": NullPool}
     args = dict(kwargs.get("connect_args", {}))
     if url.startswith(("postgresql", "postgres")):
         args["options"] = "-c default_transaction_read_only=on"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sqlite3
 from collections.abc import Iterable
 from typing import Any
 
@@ -63,28 +64,70 @@ def read_only_filesystem(path: str) -> bool:
         return False
 
 
-def sqlite_readonly_connect(path: str, *, immutable: bool | None = None) -> Any:
+def sqlite_readonly_connect(path: str) -> Any:
     """A ``creator`` for SQLAlchemy that opens the SQLite file ``path`` read-only (``mode=ro``):
-    SQLite then writes nothing to it and never changes its journal mode. On read-only media
-    a WAL-mode file cannot get its shared-memory file, so it is opened ``immutable`` (no
-    locks, no -shm), unless a -wal file with content and its -shm are there to be read.
-    ``immutable=True`` forces that (a look that must create nothing beside the file)."""
-    import sqlite3
+    SQLite then writes nothing to it and never changes its journal mode.
+
+    A read-only connection to a WAL-mode file needs the file's -wal and -shm (the WAL's
+    shared-memory index) and creates them when they are missing, but, being read-only, cannot
+    remove them as it closes: a ``report`` left both beside a finished study. So a connection
+    that found neither removes them after it closes the way SQLite does: through a connection
+    that may write, opened only to be closed, which checkpoints nothing (the read-only one
+    wrote nothing) and deletes them only when no other process has the file open (a run
+    writing now keeps its WAL). The file itself is left byte for byte as it was. (``immutable``
+    would need no -shm, but reads with no locks: a writer's checkpoint in the middle of a read
+    gave "database disk image is malformed"; it is used only on read-only media, which nobody
+    writes.) With ``poolclass=NullPool`` each session's connection closes when it ends."""
     from urllib.parse import quote
 
     from loadersearch.storage._settings import SQLITE_BUSY_TIMEOUT
 
     absolute = os.path.abspath(path)
-    if immutable is None:
-        wal, shm = f"{absolute}-wal", f"{absolute}-shm"
-        live_wal = os.path.exists(shm) and os.path.isfile(wal) and os.path.getsize(wal) > 0
-        immutable = read_only_filesystem(os.path.dirname(absolute)) and not live_wal
-    uri = f"file:{quote(absolute)}?mode=ro" + ("&immutable=1" if immutable else "")
+    beside = (f"{absolute}-wal", f"{absolute}-shm")
+
+    class ReadOnlyConnection(sqlite3.Connection):
+        made_wal_files = False
+
+        def close(self) -> None:
+            super().close()
+            if self.made_wal_files and any(os.path.exists(p) for p in beside):
+                _close_wal_files(absolute)
 
     def connect() -> Any:
-        return sqlite3.connect(uri, uri=True, timeout=SQLITE_BUSY_TIMEOUT, check_same_thread=False)
+        read_only_media = read_only_filesystem(os.path.dirname(absolute))
+        had_wal_files = any(os.path.exists(p) for p in beside)
+        # On read-only media no -shm can be made: without one the WAL cannot be read at all,
+        # so the file is read as it is, unless a -wal with content and its -shm are there.
+        live = all(os.path.isfile(p) for p in beside) and os.path.getsize(beside[0]) > 0
+        immutable = read_only_media and not live
+        uri = f"file:{quote(absolute)}?mode=ro" + ("&immutable=1" if immutable else "")
+        conn = sqlite3.connect(
+            uri,
+            uri=True,
+            timeout=SQLITE_BUSY_TIMEOUT,
+            check_same_thread=False,
+            factory=ReadOnlyConnection,
+        )
+        conn.made_wal_files = not had_wal_files and not read_only_media
+        return conn
 
     return connect
+
+
+def _close_wal_files(path: str) -> None:
+    """Let SQLite remove the -wal and -shm of ``path`` if no other connection uses them: a
+    connection that may write, closed after one read (closing the last connection of a WAL
+    file checkpoints it and deletes both)."""
+    from urllib.parse import quote
+
+    try:
+        conn = sqlite3.connect(f"file:{quote(path)}?mode=rw", uri=True, timeout=1)
+        try:
+            conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()
+        finally:
+            conn.close()
+    except sqlite3.Error as e:  # busy, or not ours to write: the files stay, nothing is lost
+        _logger.debug("left the -wal and -shm of %s: %s", path, e)
 
 
 def filesystem_type(path: str, mounts: str = "/proc/mounts") -> str | None:

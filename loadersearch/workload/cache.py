@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import errno
 import hashlib
 import io
 import json
@@ -46,6 +47,7 @@ from typing import Any
 import numpy as np
 
 from loadersearch.errors import DatasetError, DiskFullError
+from loadersearch.measure.shm import fmt_bytes
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +81,7 @@ class CacheInfo:
         return asdict(self)
 
     def describe(self) -> str:
-        size = f"{self.bytes / 2**20:.1f} MiB"
+        size = fmt_bytes(self.bytes)
         if self.mode == "ram":
             return f"RAM cache: {self.images} images' encoded bytes, {size} of shared memory"
         if self.built:
@@ -215,7 +217,18 @@ def _resized(image: Any, img_size: int) -> np.ndarray:
 def _locked(path: Path) -> Iterator[None]:
     import fcntl
 
-    with open(path, "a") as f:
+    try:
+        f = open(path, "a")  # noqa: SIM115 - closed by the with below
+    except OSError as e:
+        if e.errno not in (errno.EROFS, errno.EACCES, errno.EPERM):
+            raise
+        why = "is on a read-only file system" if e.errno == errno.EROFS else "is not writable"
+        raise CacheError(
+            f"the memmap cache directory {path.parent} {why}, and the cache of this dataset "
+            "must be built there first: choose a writable one with --cache-dir DIR (or "
+            f"${CACHE_ENV}), or use --cache ram or none."
+        ) from e
+    with f:
         fcntl.flock(f, fcntl.LOCK_EX)
         try:
             yield
@@ -329,7 +342,7 @@ def _build(
     if free < bound:
         raise CacheError(
             f"the memmap cache of {n} images at {img_size} px needs up to "
-            f"{bound / 2**30:.2f} GiB and {path.parent} has {free / 2**30:.2f} GiB free: "
+            f"{fmt_bytes(bound)} and {path.parent} has {fmt_bytes(free)} free: "
             "choose another place with --cache-dir DIR, or use --cache ram or none."
         )
     start = time.perf_counter()
@@ -454,8 +467,8 @@ def check_ram(root: str, paths: Sequence[str]) -> CacheInfo:
     free = available_memory()
     if free is not None and need > RAM_SHARE * free:
         raise CacheError(
-            f"a RAM cache of this dataset needs {need / 2**30:.2f} GiB and only "
-            f"{free / 2**30:.2f} GiB of memory is available (at most {RAM_SHARE:.0%} of it is "
+            f"a RAM cache of this dataset needs {fmt_bytes(need)} and only "
+            f"{fmt_bytes(free)} of memory is available (at most {RAM_SHARE:.0%} of it is "
             "used for a cache): use --cache memmap (on disk, paged in as needed) or none."
         )
     try:
@@ -464,8 +477,8 @@ def check_ram(root: str, paths: Sequence[str]) -> CacheInfo:
         shm = None
     if shm is not None and need > shm:
         raise CacheError(
-            f"a RAM cache of this dataset needs {need / 2**20:,.0f} MiB of shared memory and "
-            f"{SHM_DIR} has {shm / 2**20:,.0f} MiB free (a container's default is 64 MiB: "
+            f"a RAM cache of this dataset needs {fmt_bytes(need)} of shared memory and "
+            f"{SHM_DIR} has {fmt_bytes(shm)} free (a container's default is 64 MiB: "
             "docker run --shm-size 8g, or Kubernetes' emptyDir medium Memory): use --cache "
             "memmap, or give the container more shared memory."
         )

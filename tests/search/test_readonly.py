@@ -1,10 +1,12 @@
 """Commands that only read (``report``, ``best``, ``dashboard``) write nothing anywhere: not to
 another application's SQLite file, not to a study database (no table, no journal-mode switch,
 no file beside it), and they work on read-only media (issue 10, fault 5). They answer only
-for studies loadersearch created (fault 6)."""
+for studies loadersearch created (fault 6). And no -wal, -shm or -artifacts/ is left beside a
+WAL-mode study, and `run` refuses another application's SQLite file (issue 22)."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -15,23 +17,29 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Callable, Iterator
 
 import optuna
 import pytest
 from click.testing import CliRunner
+from helpers.cliproc import FAST
+from helpers.private_mounts import read_only, skip_without_private_mounts
 from search_helpers import EmulatedStudy
 
 from loadersearch.cli import cli
 from loadersearch.errors import LoaderSearchError
 from loadersearch.report import load_best
+from loadersearch.storage import open_storage
 
 
 def _state(directory) -> dict[str, tuple[str, int]]:
-    """Every file under ``directory`` (the trials' pictures included) with its content hash
-    and mtime."""
+    """Every file and folder under ``directory`` (the trials' pictures included), each file
+    with its content hash and mtime (an empty folder left behind counts too)."""
     out = {}
     for root, dirs, files in os.walk(directory):
         dirs.sort()
+        for name in dirs:
+            out[os.path.relpath(os.path.join(root, name), directory)] = ("folder", 0)
         for name in sorted(files):
             path = os.path.join(root, name)
             with open(path, "rb") as f:
@@ -74,6 +82,22 @@ def test_another_application_s_database_is_refused_and_left_as_it_was(other_app_
     assert _state(directory) == before  # not a byte, not a file beside it
 
 
+def test_a_run_on_another_application_s_database_is_refused_and_left_as_it_was(
+    other_app_db, tiny_dataset
+):
+    directory = os.path.dirname(other_app_db)
+    before = _state(directory)
+    result = CliRunner().invoke(
+        cli, ["run", "--storage", f"sqlite:///{other_app_db}", "--data", tiny_dataset,
+              "--trials", "1", *FAST],
+    )  # fmt: skip
+    assert result.exit_code == 2, result.output
+    line = _one_error_line(result.output)
+    assert "holds no Optuna study (tables found: notes)" in line and "unchanged" in line
+    assert "--storage sqlite:///" in line and "new file" in line
+    assert _state(directory) == before  # not Optuna's 12 tables, no artifacts folder beside it
+
+
 @pytest.fixture
 def rollback_copy(emulated_study: EmulatedStudy, tmp_path) -> str:
     """A copy of the study database in SQLite's rollback-journal mode, alone in a directory."""
@@ -95,6 +119,36 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+@contextlib.contextmanager
+def _dashboard(storage: str) -> Iterator[Callable[[], list[str]]]:
+    """``loadersearch dashboard`` on ``storage``, serving; yields a function that returns the
+    names of the studies it shows now."""
+    port = _free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "loadersearch", "dashboard", "--storage", storage, "--port",
+         str(port)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+
+    def studies() -> list[str]:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/studies") as r:
+            return [s["study_name"] for s in json.load(r)["study_summaries"]]
+
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                studies()
+                break
+            except OSError:
+                assert server.poll() is None, server.stdout.read().decode()
+                assert time.monotonic() < deadline, "the dashboard did not start in 60 s"
+                time.sleep(0.5)
+        yield studies
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
 def test_report_best_and_dashboard_read_a_study_without_writing(rollback_copy):
     directory = os.path.dirname(rollback_copy)
     storage = f"sqlite:///{rollback_copy}"
@@ -104,53 +158,74 @@ def test_report_best_and_dashboard_read_a_study_without_writing(rollback_copy):
     best = CliRunner().invoke(cli, ["best", "--storage", storage])
     assert best.exit_code == 0, best.output
     assert json.loads(best.output)["study"] == "e2e"
-
-    port = _free_port()
-    server = subprocess.Popen(
-        [sys.executable, "-m", "loadersearch", "dashboard", "--storage", storage, "--port",
-         str(port)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-    )  # fmt: skip
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/studies") as r:
-                    studies = json.load(r)["study_summaries"]
-                break
-            except OSError:
-                assert server.poll() is None, server.stdout.read().decode()
-                assert time.monotonic() < deadline, "the dashboard did not start in 60 s"
-                time.sleep(0.5)
-        assert [s["study_name"] for s in studies] == ["e2e"]
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
+    with _dashboard(storage) as studies:
+        assert studies() == ["e2e"]
     assert _state(directory) == before  # no table, no WAL switch, no lock file
     conn = sqlite3.connect(f"file:{rollback_copy}?mode=ro", uri=True)
     assert conn.execute("PRAGMA journal_mode").fetchone() == ("delete",)
     conn.close()
 
 
-def test_a_study_database_on_read_only_media_can_be_read(emulated_study, tmp_path):
-    media = tmp_path / "media"
-    media.mkdir()
-    path = media / "e2e.db"
+def _wal_copy(emulated_study: EmulatedStudy, directory) -> str:
+    """A copy of the study database alone in ``directory``, as a finished run leaves it: WAL
+    mode, every write checkpointed into the file, no -wal or -shm beside it."""
+    directory.mkdir()
+    path = directory / "e2e.db"
     for suffix in ("", "-wal"):
         if os.path.exists(emulated_study.db_path + suffix):
             shutil.copy(emulated_study.db_path + suffix, str(path) + suffix)
-    conn = sqlite3.connect(path)  # a study as a finished run leaves it: WAL, checkpointed
-    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    conn.close()
-    assert sorted(os.listdir(media)) == ["e2e.db"]
-    # As root a chmod does not stop writes: a read-only bind mount in a private namespace does.
-    script = 'mount --bind "$1" "$1" && mount -o remount,bind,ro "$1" && shift && exec "$@"'
-    done = subprocess.run(
-        ["unshare", "-m", "sh", "-c", script, "sh", str(media), sys.executable, "-m",
-         "loadersearch", "best", "--format", "python", "--storage", f"sqlite:///{path}"],
-        capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-    if done.returncode != 0 and "mount" in done.stderr and "loadersearch" not in done.stderr:
-        pytest.skip(f"read-only bind mounts are not permitted here: {done.stderr.strip()}")
+    conn = sqlite3.connect(path)
+    assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+    conn.close()  # the last connection checkpoints and removes -wal and -shm
+    assert sorted(os.listdir(directory)) == ["e2e.db"]
+    return str(path)
+
+
+def _read_with(command: str, storage: str) -> None:
+    """One read-only command on ``storage``, which must succeed."""
+    if command == "dashboard":
+        with _dashboard(storage) as studies:
+            assert studies() == ["e2e"]
+    elif command == "load_best":
+        assert load_best(storage).batch_size >= 1
+    else:
+        args = {"report": ["report"], "best": ["best"], "machines": ["report", "--machines"]}
+        result = CliRunner().invoke(cli, [*args[command], "--storage", storage])
+        assert result.exit_code == 0, result.output
+
+
+@pytest.mark.parametrize("command", ["report", "best", "machines", "load_best", "dashboard"])
+def test_a_read_only_command_on_a_wal_study_leaves_its_directory_as_it_was(
+    emulated_study, tmp_path, command
+):
+    path = _wal_copy(emulated_study, tmp_path / "study")
+    before = _state(tmp_path / "study")
+    _read_with(command, f"sqlite:///{path}")
+    # No -wal, no -shm (SQLite's read-only connections create them and cannot remove them),
+    # no empty e2e.db-artifacts/ from the dashboard.
+    assert _state(tmp_path / "study") == before
+
+
+def test_a_dashboard_opened_on_a_finished_study_shows_what_a_later_run_writes(
+    emulated_study, tmp_path
+):
+    path = _wal_copy(emulated_study, tmp_path / "study")
+    storage = f"sqlite:///{path}"
+    with _dashboard(storage) as studies:
+        assert studies() == ["e2e"]
+        # A writer, as a run is (its WAL now holds what the file does not).
+        optuna.create_study(study_name="later", storage=open_storage(storage, heartbeat=False))
+        deadline = time.monotonic() + 60
+        while "later" not in studies():
+            assert time.monotonic() < deadline, "the dashboard never showed the new study"
+            time.sleep(0.5)
+
+
+def test_a_study_database_on_read_only_media_can_be_read(emulated_study, tmp_path):
+    path = _wal_copy(emulated_study, tmp_path / "media")
+    skip_without_private_mounts(tmp_path / "media")
+    done = read_only(tmp_path / "media", [sys.executable, "-m", "loadersearch", "best",
+                     "--format", "python", "--storage", f"sqlite:///{path}"])  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.startswith("DataLoader(dataset")
 

@@ -385,3 +385,38 @@ def test_a_server_with_no_free_connection_is_waited_for_then_named(
     message = str(info.value)
     assert "has no free connection" in message and "had none for 1 s" in message
     assert "max_connections" in message and "invalid data" not in message
+
+
+def _sqlite_file(path, *statements: str) -> bytes:
+    import sqlite3
+
+    conn = sqlite3.connect(path)
+    for statement in statements:
+        conn.execute(statement)
+    conn.commit()
+    conn.close()
+    return path.read_bytes()
+
+
+def test_another_application_s_sqlite_file_is_refused_and_left_as_it_was(tmp_path):
+    from loadersearch.errors import StudyError
+
+    path = tmp_path / "app.db"
+    before = _sqlite_file(path, "CREATE TABLE users (id INTEGER)", "CREATE TABLE orders (n)")
+    with pytest.raises(StudyError, match=r"holds no Optuna study \(tables found: orders, users\)"):
+        open_storage(f"sqlite:///{path}")
+    assert path.read_bytes() == before and os.listdir(tmp_path) == ["app.db"]
+
+
+def test_a_sqlite_file_another_run_is_creating_optuna_s_tables_in_is_not_refused(tmp_path):
+    # Optuna creates its tables one statement at a time: a run starting beside the one that
+    # creates them may find only the first.
+    path = tmp_path / "new.db"
+    _sqlite_file(
+        path,
+        "CREATE TABLE studies (study_id INTEGER NOT NULL, study_name VARCHAR(512) NOT NULL, "
+        "PRIMARY KEY (study_id), UNIQUE (study_name))",
+    )
+    study = optuna.create_study(storage=open_storage(f"sqlite:///{path}", heartbeat=False))
+    study.optimize(_quadratic, n_trials=1)
+    assert len(study.trials) == 1
