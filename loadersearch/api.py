@@ -145,6 +145,7 @@ def tune(
     seed: int | None = None,
     baselines: bool = True,
     probe: bool = True,
+    settle: bool = True,
     allow_mixed_hardware: bool = False,
     spec_file: str | None = None,
     progress: Progress | None = None,
@@ -171,7 +172,8 @@ def tune(
     :class:`MeasurePlan` or some of its fields (default: short measurements sized for this
     machine).
 
-    Study: ``trials`` is the study's total (default 40; a resume runs the difference);
+    Study: ``trials`` is the study's total (default 40; a resume runs the difference), a
+    cap when ``settle`` (the default) stops it once its answer is settled;
     ``study`` and ``storage`` name it (default: from the pipeline and hardware, in
     ``$LOADERSEARCH_STORAGE`` or ``sqlite:///studies/loadersearch.db``); ``space`` narrows
     knobs (``{"num_workers": "0:8", "batch_size": "pow2:8:64"}``) and ``fix`` fixes them
@@ -207,6 +209,7 @@ def tune(
             "seed": seed,
             "baselines": None if baselines else False,
             "probe": None if probe else False,
+            "settle": None if settle else False,
             "allow_mixed_hardware": True if allow_mixed_hardware else None,
         },
         workload=_workload_options(
