@@ -135,6 +135,18 @@ def markdown(data: dict[str, Any]) -> str:
         lines.append(f"- **{method}**: " + ("every target met" if not bad else
                      f"misses on {len(bad)} of {len(missed)} landscapes: " + "; ".join(
                          f"{k}: {', '.join(v)}" for k, v in bad.items())))  # fmt: skip
+    new, old = "loadersearch (structured)", "loadersearch (structured, issue 12)"
+    if all(m in data["methods"] for m in (new, old)):
+        worse = [f"{land} {stat} at {b} ({100 * s[new]['budgets'][b][stat]:.1f} < "
+                 f"{100 * s[old]['budgets'][b][stat]:.1f})"
+                 for land, s in summary.items() for b in BUDGETS for stat in ("median", "p10")
+                 if round(1000 * s[new]["budgets"][b][stat])
+                 < round(1000 * s[old]["budgets"][b][stat])]  # fmt: skip
+        cells = len(summary) * len(BUDGETS) * 2
+        lines.append(
+            f"- **{new}** against the search of issue 12: below it in {len(worse)} "
+            f"of {cells} cells" + (f": {'; '.join(worse)}" if worse else "")
+        )
     lines += ["", f"![median quality against budget, per landscape]({data['plot']})", ""]
     return "\n".join(lines)
 
@@ -174,6 +186,30 @@ def plot(data: dict[str, Any], path: Path) -> None:
     plt.close(fig)
 
 
+def reuse(summary: dict[str, Any], names: list[str], path: Path, *, seeds: int) -> list[str]:
+    """Add to ``summary`` the methods of the earlier run at ``path`` that it lacks (the
+    replay is deterministic per method, landscape and seed: the same code gives the same
+    figures); the structured search there is the one of issue 12 (before issue 23)."""
+    old = json.loads(path.read_text())
+    if old["seeds"] != seeds:
+        sys.exit(f"{path} replayed {old['seeds']} seeds, this run {seeds}; use the same --seeds.")
+    rename = {"loadersearch (structured)": "loadersearch (structured, issue 12)"}
+    added = []
+    for land, by_method in old["summary"].items():
+        if land not in summary:
+            continue
+        for method, s in by_method.items():
+            method = rename.get(method, method)
+            if method not in summary[land]:
+                s = {**s, "budgets": {int(b): v for b, v in s["budgets"].items()}}
+                summary[land][method] = s
+                added.append(method)
+    order = [*names[:-1], *dict.fromkeys(a for a in added if a not in names), names[-1]]
+    for land in summary:
+        summary[land] = {m: summary[land][m] for m in order if m in summary[land]}
+    return order
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--set", choices=("design", "held-out", "all"), default="design")
@@ -184,6 +220,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed-offset", type=int, default=0)
     p.add_argument("--jobs", type=int, default=2)
     p.add_argument("--out", type=Path, default=HERE.parent / "docs" / "benchmarks")
+    p.add_argument(
+        "--reuse",
+        type=Path,
+        metavar="JSON",
+        help="add the methods of an earlier "
+        "run's JSON (same set and seeds) that this run does not replay; its "
+        "structured search is renamed 'loadersearch (structured, issue 12)'",
+    )
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
     paths = landscapes(args.set)
@@ -207,6 +251,8 @@ def main(argv: list[str] | None = None) -> int:
     names = [m.name for m in methods]
     summary = {land: summarise([r for r in rows if r["landscape"] == land], order=names)
                for land in paths}  # fmt: skip
+    if args.reuse:
+        names = reuse(summary, names, args.reuse, seeds=args.seeds)
     stem = {"design": "landscape-zoo", "held-out": "landscape-zoo-held-out",
             "all": "landscape-zoo-all"}[args.set]  # fmt: skip
     args.out.mkdir(parents=True, exist_ok=True)
@@ -214,7 +260,7 @@ def main(argv: list[str] | None = None) -> int:
             "methods": names, "budgets": list(BUDGETS), "summary": summary,
             "plot": f"{stem}.png", "replay_s": time.time() - t0,
             "mean_quality": {m: statistics.mean(r["quality"] for r in rows if r["method"] == m)
-                             for m in names}}  # fmt: skip
+                             for m in names if any(r["method"] == m for r in rows)}}  # fmt: skip
     (args.out / f"{stem}.json").write_text(json.dumps(data, default=str))
     text = markdown(data)
     (args.out / f"{stem}.md").write_text(text)
