@@ -135,7 +135,7 @@ def markdown(data: dict[str, Any]) -> str:
         lines.append(f"- **{method}**: " + ("every target met" if not bad else
                      f"misses on {len(bad)} of {len(missed)} landscapes: " + "; ".join(
                          f"{k}: {', '.join(v)}" for k, v in bad.items())))  # fmt: skip
-    new, old = "loadersearch (structured)", "loadersearch (structured, issue 12)"
+    new, old = "loadersearch (structured-host)", "loadersearch (structured)"
     if all(m in data["methods"] for m in (new, old)):
         worse = [f"{land} {stat} at {b} ({100 * s[new]['budgets'][b][stat]:.1f} < "
                  f"{100 * s[old]['budgets'][b][stat]:.1f})"
@@ -144,7 +144,7 @@ def markdown(data: dict[str, Any]) -> str:
                  < round(1000 * s[old]["budgets"][b][stat])]  # fmt: skip
         cells = len(summary) * len(BUDGETS) * 2
         lines.append(
-            f"- **{new}** against the search of issue 12: below it in {len(worse)} "
+            f"- **{new}** against the default (structured): below it in {len(worse)} "
             f"of {cells} cells" + (f": {'; '.join(worse)}" if worse else "")
         )
     lines += ["", f"![median quality against budget, per landscape]({data['plot']})", ""]
@@ -193,18 +193,17 @@ def reuse(summary: dict[str, Any], names: list[str], path: Path, *, seeds: int) 
     old = json.loads(path.read_text())
     if old["seeds"] != seeds:
         sys.exit(f"{path} replayed {old['seeds']} seeds, this run {seeds}; use the same --seeds.")
-    rename = {"loadersearch (structured)": "loadersearch (structured, issue 12)"}
     added = []
     for land, by_method in old["summary"].items():
         if land not in summary:
             continue
         for method, s in by_method.items():
-            method = rename.get(method, method)
             if method not in summary[land]:
                 s = {**s, "budgets": {int(b): v for b, v in s["budgets"].items()}}
                 summary[land][method] = s
                 added.append(method)
-    order = [*names[:-1], *dict.fromkeys(a for a in added if a not in names), names[-1]]
+    order = [*dict.fromkeys([*names, *added])]
+    order.sort(key=lambda m: m == "random search")  # random search last
     for land in summary:
         summary[land] = {m: summary[land][m] for m in order if m in summary[land]}
     return order
@@ -224,9 +223,13 @@ def main(argv: list[str] | None = None) -> int:
         "--reuse",
         type=Path,
         metavar="JSON",
-        help="add the methods of an earlier "
-        "run's JSON (same set and seeds) that this run does not replay; its "
-        "structured search is renamed 'loadersearch (structured, issue 12)'",
+        help="add the methods of an earlier run's JSON (same set and seeds) that this run "
+        "does not replay",
+    )
+    p.add_argument(
+        "--skip-random",
+        action="store_true",
+        help="do not replay random search (with --reuse: taken from the earlier run)",
     )
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
@@ -237,7 +240,8 @@ def main(argv: list[str] | None = None) -> int:
         if unknown:
             p.error(f"unknown landscape {unknown[0]!r}; choose among {', '.join(paths)}")
         paths = {k: paths[k] for k in wanted}
-    methods = loadersearch_methods([m for m in args.methods.split(",") if m]) + [RANDOM]
+    methods = loadersearch_methods([m for m in args.methods.split(",") if m])
+    methods += [] if args.skip_random else [RANDOM]
     tasks = [(land, m, args.seed_offset + seed) for land in paths for m in methods
              for seed in range(args.seeds)]  # fmt: skip
     rows: list[dict[str, Any]] = []
