@@ -4,13 +4,17 @@ how close does each method's answer come to the true optimum, at which budget, o
 
     .venv/bin/python benchmarks/tabular_replay.py                  # 50 seeds, ~20 min on 2 cores
     .venv/bin/python benchmarks/tabular_replay.py --seeds 5 --methods structured,random
+    .venv/bin/python benchmarks/tabular_replay.py --table my-grid.json.gz --fair
 
-A trial's measurement is one of the point's measured repeats, drawn at random (its windows
-feed the real pruner); the answer's quality is its true value (mean of its repeats) over the
-true optimum. Methods: loadersearch with each sampler (the whole pipeline: baselines first,
-Wilcoxon pruning, the interleaved confirmation), loadersearch's sampler before issue 12
-(``tpe-before``), and random search (Optuna's RandomSampler, no pruning, best trial). Writes
-results (markdown, JSON, plot) to --out and prints the table.
+Any table in the documented format replays (a grid measured on your machine with
+benchmarks/tabular_grid.py, a model of benchmarks/data/zoo/). A trial's measurement is one of
+the point's measured repeats, drawn at random (its windows feed the real pruner), or with
+``--fair`` a fresh draw from the point's truth and noise; the answer's quality is its true
+value (its truth, or the mean of its repeats) over the true optimum. Methods: loadersearch
+with each sampler (the whole pipeline: baselines first, Wilcoxon pruning, the interleaved
+confirmation), loadersearch's sampler before issue 12 (``tpe-before``), and random search
+(Optuna's RandomSampler, no pruning, best trial). Writes results (markdown, JSON, plot) to
+--out and prints the table.
 """
 
 from __future__ import annotations

@@ -39,6 +39,8 @@ MEASURED = HERE / "data" / "tabular-grid.json.gz"
 ZOO = HERE / "data" / "zoo"
 BUDGETS = (6, 10, 14, 20, 40)
 TARGET_BUDGET, TARGET_MEDIAN, TARGET_P10 = 14, 0.97, 0.93
+COLOURS = {"loadersearch (structured)": "C1", "loadersearch (structured-host)": "C0",
+           "loadersearch (tpe)": "C2", "random search": "C3"}  # fmt: skip
 
 
 def landscapes(which: str) -> dict[str, Path]:
@@ -156,23 +158,26 @@ def plot(data: dict[str, Any], path: Path) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import matplotlib.ticker
 
     lands = list(data["summary"])
     cols = 4
     rows = (len(lands) + cols - 1) // cols
     fig, axes = plt.subplots(rows, cols, figsize=(3.2 * cols, 2.5 * rows), squeeze=False)
     for ax, land in zip(axes.flat, lands):  # noqa: B905 - the rest are hidden below
-        for i, (method, s) in enumerate(data["summary"][land].items()):
+        for method, s in data["summary"][land].items():
             bs = sorted(s["budgets"])
-            ax.plot(bs, [100 * s["budgets"][b]["median"] for b in bs], color=f"C{i}",
+            color = COLOURS.get(method, f"C{4 + len(method) % 5}")  # one colour per method
+            ax.plot(bs, [100 * s["budgets"][b]["median"] for b in bs], color=color,
                     marker="o", markersize=3, label=method)  # fmt: skip
-            ax.plot(bs, [100 * s["budgets"][b]["p10"] for b in bs], color=f"C{i}",
+            ax.plot(bs, [100 * s["budgets"][b]["p10"] for b in bs], color=color,
                     linestyle=":", linewidth=1)  # fmt: skip
         ax.axhline(97, color="grey", linewidth=0.6)
         ax.set_title(land, fontsize=8)
-        ax.set_ylim(50, 101)
+        ax.set_ylim(30, 101)
         ax.set_xscale("log")
         ax.set_xticks(list(BUDGETS), [str(b) for b in BUDGETS], fontsize=7)
+        ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
         ax.tick_params(axis="y", labelsize=7)
         ax.grid(alpha=0.3)
     for ax in list(axes.flat)[len(lands) :]:
