@@ -114,6 +114,8 @@ def markdown(data: dict[str, Any]) -> str:
         f"# Landscape zoo: every method on every landscape ({data['set']}, {seeds} seeds, "
         "fair replay)",
         "",
+        *([f"Taken from an earlier run of the same code and seeds ({data['reused']['path']}): "
+           f"{', '.join(data['reused']['methods'])}.", ""] if data.get("reused") else []),
         "Each cell: median / 10th percentile of the answer's true value, % of the landscape's "
         "optimum. Every measurement (the confirmation's too) is a fresh draw from the point's "
         "truth and noise. Budgets count trials, the baselines included.",
@@ -260,14 +262,17 @@ def main(argv: list[str] | None = None) -> int:
     names = [m.name for m in methods]
     summary = {land: summarise([r for r in rows if r["landscape"] == land], order=names)
                for land in paths}  # fmt: skip
+    reused = None
     if args.reuse:
+        replayed = list(names)
         names = reuse(summary, names, args.reuse, seeds=args.seeds)
+        reused = {"path": args.reuse.name, "methods": [m for m in names if m not in replayed]}
     stem = {"design": "landscape-zoo", "held-out": "landscape-zoo-held-out",
             "all": "landscape-zoo-all"}[args.set]  # fmt: skip
     args.out.mkdir(parents=True, exist_ok=True)
     data = {"set": args.set, "seeds": args.seeds, "seed_offset": args.seed_offset,
             "methods": names, "budgets": list(BUDGETS), "summary": summary,
-            "plot": f"{stem}.png", "replay_s": time.time() - t0,
+            "plot": f"{stem}.png", "replay_s": time.time() - t0, "reused": reused,
             "mean_quality": {m: statistics.mean(r["quality"] for r in rows if r["method"] == m)
                              for m in names if any(r["method"] == m for r in rows)}}  # fmt: skip
     (args.out / f"{stem}.json").write_text(json.dumps(data, default=str))
