@@ -4,13 +4,17 @@ how close does each method's answer come to the true optimum, at which budget, o
 
     .venv/bin/python benchmarks/tabular_replay.py                  # 50 seeds, ~20 min on 2 cores
     .venv/bin/python benchmarks/tabular_replay.py --seeds 5 --methods structured,random
+    .venv/bin/python benchmarks/tabular_replay.py --table my-grid.json.gz --fair
 
-A trial's measurement is one of the point's measured repeats, drawn at random (its windows
-feed the real pruner); the answer's quality is its true value (mean of its repeats) over the
-true optimum. Methods: loadersearch with each sampler (the whole pipeline: baselines first,
-Wilcoxon pruning, the interleaved confirmation), loadersearch's sampler before issue 12
-(``tpe-before``), and random search (Optuna's RandomSampler, no pruning, best trial). Writes
-results (markdown, JSON, plot) to --out and prints the table.
+Any table in the documented format replays (a grid measured on your machine with
+benchmarks/tabular_grid.py, a model of benchmarks/data/zoo/). A trial's measurement is one of
+the point's measured repeats, drawn at random (its windows feed the real pruner), or with
+``--fair`` a fresh draw from the point's truth and noise; the answer's quality is its true
+value (its truth, or the mean of its repeats) over the true optimum. Methods: loadersearch
+with each sampler (the whole pipeline: baselines first, Wilcoxon pruning, the interleaved
+confirmation), loadersearch's sampler before issue 12 (``tpe-before``), and random search
+(Optuna's RandomSampler, no pruning, best trial). Writes results (markdown, JSON, plot) to
+--out and prints the table.
 """
 
 from __future__ import annotations
@@ -25,10 +29,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench_tabular.grid import read_table
-from bench_tabular.replay import RANDOM, Method, loadersearch_methods, replay_seed, summarise
+from bench_tabular.replay import (
+    RANDOM,
+    Method,
+    loadersearch_methods,
+    replay_seed,
+    setup,
+    summarise,
+)
 from bench_tabular.report import DEFAULT_METHOD, write_report
-from bench_tabular.table import Table
 
 HERE = Path(__file__).resolve().parent
 REPORT_BUDGETS = (10, 14, 20, 40)
@@ -42,34 +51,16 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--methods", default="gp,structured,tpe,random,tpe-before",
                    help="loadersearch samplers (random search is always added)")  # fmt: skip
     p.add_argument("--max-budget", type=int, default=40)
+    p.add_argument(
+        "--fair",
+        action="store_true",
+        help="draw every measurement afresh from "
+        "the point's truth and noise (issue 23) instead of one of its stored repeats",
+    )
     p.add_argument("--jobs", type=int, default=2, help="processes")
     p.add_argument("--render", type=Path, metavar="JSON", help="only re-write the table and "
                    "plot of an earlier run's tabular-benchmark.json into --out")  # fmt: skip
     return p.parse_args(argv)
-
-
-def _setup(table_path: Path) -> dict[str, Any]:
-    from loadersearch.config import MeasurePlan, WorkloadSpec
-    from loadersearch.hardware import Hardware
-    from loadersearch.search.space import SearchSpace
-
-    table = Table.from_data(read_table(table_path))
-    meta = table.meta
-    cap = table.cap_batch()
-    batches = [b for b in table.batches if cap is None or b < cap]  # what the probe leaves
-    space = SearchSpace(
-        num_workers=(table.workers[0], table.workers[-1]),
-        batch_size=(batches[0], batches[-1]),
-        batch_step=0,
-        prefetch_factor=(table.prefetch[0], table.prefetch[-1]),
-    )
-    return {
-        "table": table,
-        "space": space,
-        "workload": WorkloadSpec.from_dict(meta.get("workload", {"kind": "emulated"})),
-        "plan": MeasurePlan.from_dict(meta["plan"]),
-        "hardware": Hardware.from_dict(meta.get("hardware")),
-    }
 
 
 _STATE: dict[str, Any] = {}
@@ -90,7 +81,8 @@ def _job(task: tuple[Method, int, list[int]]) -> list[dict[str, Any]]:
     method, seed, budgets = task
     s = _STATE
     return replay_seed(method, s["table"], s["space"], workload=s["workload"], plan=s["plan"],
-                       hardware=s["hardware"], seed=seed, budgets=budgets)  # fmt: skip
+                       hardware=s["hardware"], seed=seed, budgets=budgets, gpu=s["gpu"],
+                       fair=s["fair"])  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -111,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.ERROR)
-    _STATE.update(_setup(args.table))
+    _STATE.update(setup(args.table), fair=args.fair)
     methods = loadersearch_methods([m for m in args.methods.split(",") if m]) + [RANDOM]
     budgets = sorted({*range(4, args.max_budget + 1, 2), *REPORT_BUDGETS})
     budgets = [b for b in budgets if b <= args.max_budget]

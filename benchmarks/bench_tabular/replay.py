@@ -40,6 +40,33 @@ log = logging.getLogger(__name__)
 RANDOM_SEARCH = "random search"
 
 
+def setup(table_path: Any) -> dict[str, Any]:
+    """What a replay against the table at ``table_path`` needs: the table, the space the
+    batch-size probe leaves (batches under the cap), workload, plan, hardware, and whether it
+    replays as a CUDA host (a table whose meta says ``gpu``: the baselines and the sampler's
+    pinned memory as ``study.py`` sets them on CUDA)."""
+    from bench_tabular.grid import read_table
+
+    table = Table.from_data(read_table(table_path))
+    meta = table.meta
+    cap = table.cap_batch()
+    batches = [b for b in table.batches if cap is None or b < cap]  # what the probe leaves
+    space = SearchSpace(
+        num_workers=(table.workers[0], table.workers[-1]),
+        batch_size=(batches[0], batches[-1]),
+        batch_step=0,
+        prefetch_factor=(table.prefetch[0], table.prefetch[-1]),
+    )
+    return {
+        "table": table,
+        "space": space,
+        "workload": WorkloadSpec.from_dict(meta.get("workload", {"kind": "emulated"})),
+        "plan": MeasurePlan.from_dict(meta["plan"]),
+        "hardware": Hardware.from_dict(meta.get("hardware")),
+        "gpu": bool(meta.get("gpu")),
+    }
+
+
 @dataclass(frozen=True)
 class Method:
     name: str
@@ -81,14 +108,15 @@ def _before_sampler(seed: int) -> optuna.samplers.BaseSampler:
         )
 
 
-def _sampler(method: Method, space: SearchSpace, seed: int) -> optuna.samplers.BaseSampler:
+def _sampler(method: Method, space: SearchSpace, seed: int, gpu: bool
+             ) -> optuna.samplers.BaseSampler:  # fmt: skip
     from loadersearch.search.sampler import make_sampler
 
     if method.sampler is None:
         return optuna.samplers.RandomSampler(seed=seed)
     if method.sampler == "tpe-before":
         return _before_sampler(seed)
-    return make_sampler(method.sampler, space, seed=seed)
+    return make_sampler(method.sampler, space, seed=seed, prefer_pin=gpu)
 
 
 def _finished(study: optuna.Study) -> int:
@@ -124,8 +152,13 @@ def replay_seed(
     hardware: Hardware,
     seed: int,
     budgets: list[int],
+    gpu: bool = False,
+    fair: bool = False,
 ) -> list[dict[str, Any]]:
-    """One seed of one method: a row per budget (answer, its true value, costs, trials)."""
+    """One seed of one method: a row per budget (answer, its true value, costs, trials).
+    ``fair``: every measurement (the confirmation's too) is a fresh draw from the point's
+    truth and noise (:meth:`Table.fresh`), not one of its stored repeats. ``gpu``: replayed as
+    a CUDA host."""
     from loadersearch.search.objective import Objective, TrialCrash
     from loadersearch.search.opening import make_pruner
     from loadersearch.search.study import enqueue_baselines
@@ -135,19 +168,20 @@ def replay_seed(
 
     def measure_fn(workload_: Any, config: LoaderConfig, plan_: Any, *, on_window=None,
                    on_ready=None) -> Any:  # fmt: skip
-        result = as_result(config, table.draw(config, rng), dataset_len=table.dataset_len,
+        drawn = table.fresh(config, rng) if fair else table.draw(config, rng)
+        result = as_result(config, drawn, dataset_len=table.dataset_len,
                            on_window=on_window, on_ready=on_ready)  # fmt: skip
         account.add(result.wall_s)
         return result
 
     study = optuna.create_study(
         storage=optuna.storages.InMemoryStorage(),
-        sampler=_sampler(method, space, seed),
+        sampler=_sampler(method, space, seed, gpu),
         pruner=make_pruner(method.pruner, plan.n_windows),
         direction="maximize",
     )
     if method.baselines:
-        enqueue_baselines(study, space, hardware, gpu=False)
+        enqueue_baselines(study, space, hardware, gpu=gpu)
     objective = Objective(space, workload, plan, measure_fn=measure_fn)
     _, optimum = table.optimum()
     rows = []

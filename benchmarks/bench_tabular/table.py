@@ -9,7 +9,15 @@ measured repeats, drawn at random, with its windows and its time.
   neighbours, repeat by repeat (the same repeat index on both sides, so the noise of a
   repeat carries over): a linear interpolation never exceeds its ends, so the optimum is
   always a measured point.
-* A configuration's true value is the mean of its repeats' objectives.
+* A configuration's true value is the mean of its repeats' objectives, or its ``truth`` where
+  the table is a model (benchmarks/bench_tabular/zoo.py): a point may carry ``truth`` (its
+  true objective) and ``noise`` (the CV of one measurement) and no measurements; its three
+  repeats are then drawn once from them (a fixed seed per point), as if measured.
+* On a table that measured pinned memory across its grid (a GPU host: pinned configurations
+  in the ``grid`` group), a pinned configuration is its own point, not its twin.
+* :meth:`Table.fresh` is the fair replay's draw (issue 23): a new measurement from the
+  point's truth and noise every time (a measured point: the mean and CV of its repeats), so
+  that a lucky repeat is not drawn again and the confirmation really re-measures.
 """
 
 from __future__ import annotations
@@ -17,11 +25,12 @@ from __future__ import annotations
 import bisect
 import random
 import statistics
+import zlib
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from loadersearch.config import LoaderConfig
-from loadersearch.measure.projection import full_epoch_images
+from loadersearch.measure.projection import coefficient_of_variation, full_epoch_images
 from loadersearch.measure.result import OK, MeasureResult, Window
 
 OBJECTIVE_KEYS = ("objective", "steady_rate", "start_cost_s", "window_cv")
@@ -40,6 +49,21 @@ class Repeat:
     warmup_s: float
     overhead_s: float
     wall_s: float
+
+    @classmethod
+    def synthetic(cls, value: float, noise: float, batch: int, rng: random.Random, *,
+                  windows: int = 4, steps: int = 4) -> Repeat:  # fmt: skip
+        """One measurement of a point whose true objective is ``value``: the measurement
+        ``value x (1 + noise x z)``, its ``windows`` windows of ``steps`` batches spread by the
+        same noise around it (no separate epoch-start share: the model's value holds it)."""
+        measured = value * max(0.05, 1.0 + noise * rng.gauss(0.0, 1.0))
+        images = batch * steps
+        rates = [measured * max(0.05, 1.0 + noise * rng.gauss(0.0, 1.0)) for _ in range(windows)]
+        spans = [(images, images / r, 0.0) for r in rates]
+        warmup = 2 * batch / measured
+        return cls(status=OK, reason=None, objective=measured,
+                   window_cv=coefficient_of_variation(rates), windows=spans, warmup_s=warmup,
+                   overhead_s=1.0, wall_s=1.0 + warmup + sum(w[1] for w in spans))  # fmt: skip
 
     @classmethod
     def from_record(cls, m: dict[str, Any]) -> Repeat:
@@ -85,6 +109,7 @@ class Table:
     over_cap: dict[int, list[Repeat]] = field(default_factory=dict)  # batch -> repeats
     pinned: dict[LoaderConfig, list[Repeat]] = field(default_factory=dict)  # the pin subset
     meta: dict[str, Any] = field(default_factory=dict)
+    truth: dict[LoaderConfig, tuple[float, float]] = field(default_factory=dict)  # model points
     _cache: dict[LoaderConfig, list[Repeat]] = field(default_factory=dict)
 
     @classmethod
@@ -93,10 +118,17 @@ class Table:
         by_point: dict[int, list[Repeat]] = {}
         for m in data["measurements"]:
             by_point.setdefault(m["point"], []).append(Repeat.from_record(m))
-        repeats, pinned, over_cap = {}, {}, {}
+        repeats, pinned, over_cap, truth = {}, {}, {}, {}
         for i, p in enumerate(points):
             config = LoaderConfig.from_dict(p["config"])
             got = by_point.get(i, [])
+            if "truth" in p:
+                truth[config] = (float(p["truth"]), float(p.get("noise") or 0.0))
+                rng = random.Random(zlib.crc32(config.label().encode()))
+                got = got or [Repeat.synthetic(*truth[config], config.batch_size, rng)
+                              for _ in range(3)]  # fmt: skip
+            elif p["group"] == "cap" and not got:  # a modelled batch over the cap
+                got = [Repeat("infeasible", "vram_cap", 0.0, 0.0, [], 0.0, 1.0, 1.5)]
             if p["group"] == "grid":
                 repeats[config] = got
             elif p["group"] == "pin":
@@ -108,7 +140,7 @@ class Table:
         meta["loads"] = [m["load1_after"] for m in data["measurements"] if "load1_after" in m]
         workers = sorted({c.num_workers for c in repeats})
         prefetch = sorted({c.prefetch_factor for c in repeats if c.prefetch_factor})
-        return cls(repeats, workers, prefetch, over_cap, pinned, meta)
+        return cls(repeats, workers, prefetch, over_cap, pinned, meta, truth)
 
     @property
     def batches(self) -> list[int]:
@@ -125,9 +157,15 @@ class Table:
         """The smallest batch over the VRAM cap."""
         return min(self.over_cap) if self.over_cap else None
 
+    @property
+    def pin_measured(self) -> bool:
+        """Whether pinned configurations are points of the grid (a GPU host's table)."""
+        return any(c.pin_memory for c in self.repeats)
+
     def of(self, config: LoaderConfig) -> list[Repeat]:
         """The repeats of ``config`` (measured, read from its unpinned twin, or interpolated)."""
-        config = replace(config, pin_memory=False)
+        if not self.pin_measured:
+            config = replace(config, pin_memory=False)
         if config not in self._cache:
             self._cache[config] = self._build(config)
         return self._cache[config]
@@ -162,11 +200,35 @@ class Table:
         return out
 
     def true_value(self, config: LoaderConfig) -> float:
-        """The mean objective of the repeats (0 if any was not ok: not a safe answer)."""
+        """The model's truth (interpolated like the repeats between the axis' points), else
+        the mean objective of the repeats; 0 if any was not ok (not a safe answer)."""
         reps = self.of(config)
         if not reps or any(r.status != OK for r in reps):
             return 0.0
+        if self.truth:
+            return self.model_point(config)[0]
         return statistics.mean(r.objective for r in reps)
+
+    def model_point(self, config: LoaderConfig) -> tuple[float, float]:
+        """``(truth, noise)`` of ``config``: the model's, interpolated linearly between the
+        axis' neighbours; a measured table's mean and CV of the repeats."""
+        if not self.pin_measured:
+            config = replace(config, pin_memory=False)
+        if config in self.truth:
+            return self.truth[config]
+        if not self.truth:
+            ok = [r.objective for r in self.of(config) if r.status == OK]
+            return statistics.mean(ok), coefficient_of_variation(ok)
+        for knob, axis in (("num_workers", self.workers), ("prefetch_factor", self.prefetch)):
+            value = getattr(config, knob)
+            if value not in axis:
+                k = bisect.bisect_left(axis, value)
+                lo, hi = axis[k - 1], axis[k]
+                t = (value - lo) / (hi - lo)
+                a = self.model_point(_with(config, knob, lo))
+                b = self.model_point(_with(config, knob, hi))
+                return (1 - t) * a[0] + t * b[0], (1 - t) * a[1] + t * b[1]
+        raise KeyError(f"{config.label()} is outside the table")
 
     def optimum(self) -> tuple[LoaderConfig, float]:
         best = max(self.repeats, key=self.true_value)
@@ -174,6 +236,15 @@ class Table:
 
     def draw(self, config: LoaderConfig, rng: random.Random) -> Repeat:
         return rng.choice(self.of(config))
+
+    def fresh(self, config: LoaderConfig, rng: random.Random) -> Repeat:
+        """A new measurement of ``config`` from its truth and noise (an infeasible point: its
+        stored outcome)."""
+        reps = self.of(config)
+        if not reps or any(r.status != OK for r in reps):
+            return reps[0]
+        value, noise = self.model_point(config)
+        return Repeat.synthetic(value, noise, config.batch_size, rng)
 
 
 def _with(config: LoaderConfig, knob: str, value: int) -> LoaderConfig:

@@ -65,8 +65,13 @@ class StructuredStrategy:
 
     name = "structured"
 
-    def __init__(self, space: SearchSpace, *, prefer_pin: bool = False) -> None:
+    def __init__(
+        self, space: SearchSpace, *, prefer_pin: bool = False, host_aware: bool = False
+    ) -> None:
         self.space = space
+        # host_aware: the search of issue 23 (docs/benchmarks/landscape-zoo.md), not yet the
+        # default: it wins on most of the zoo but not on every cell (the measured 2-core table)
+        self.classic = not host_aware
         self.values: dict[str, list[Any]] = {
             W: list(range(space.num_workers[0], space.num_workers[1] + 1)),
             B: space.batch_choices(),
@@ -78,11 +83,16 @@ class StructuredStrategy:
         self.ladders = {k: ladder(self.values[k]) for k in (W, B, PF)}
         workers = self.ladders[W][len(self.ladders[W]) // 2]
         pin = prefer_pin if prefer_pin in space.pin_memory else space.pin_memory[0]
+        self.pin = pin
         self.default_prefetch = min(max(DEFAULT_PREFETCH, space.prefetch_factor[0]),
                                     space.prefetch_factor[1])  # fmt: skip
         self.default_persistent = True in space.persistent_workers
         self.default_cache = self.values[CACHE][0]
         self.start = self._config(workers, self.values[B][-1], pin)
+        if host_aware:
+            # The middle of the batch ladder (the largest batch often loses on a server: the
+            # loader's per-batch work and memory), the worker count set from the baselines.
+            self.start = self._config(workers, self.ladders[B][len(self.ladders[B]) // 2], pin)
         self._configs: list[LoaderConfig] | None = None
 
     def propose(
@@ -95,10 +105,18 @@ class StructuredStrategy:
     def next_config(self, observed: Sequence[Observation]) -> LoaderConfig:
         """The first move not yet measured, in the order of the module docstring."""
         held = {o.config for o in observed}
-        if self.start not in held:
-            return self.start
         values = _values(observed)
+        start = self.start_config(observed, values)
+        if start not in held:
+            return start
         best = self.incumbent(observed, values)
+        if not self.classic and any(o.baseline and o.config == best for o in observed):
+            # A baseline beats the search: its workers and batch with the search's own
+            # persistence, prefetch and pinning first (the baselines are information).
+            transplant = self._with(self._config(best.num_workers, best.batch_size, self.pin),
+                                    CACHE, best.cache)  # fmt: skip
+            if transplant is not None and transplant not in held:
+                return transplant
         # A move of the major knobs counts as measured when the same workers, batch and
         # persistence were measured with any prefetch_factor or pin_memory: those two move
         # the throughput little, so the search does not walk the major knobs again for each.
@@ -111,6 +129,30 @@ class StructuredStrategy:
             if not known(move, minor):
                 return move
         return self._nearest_unmeasured(best, held) or best
+
+    def start_config(
+        self, observed: Sequence[Observation], values: dict[LoaderConfig, float]
+    ) -> LoaderConfig:
+        """The first configuration of the search. The default: mid-ladder workers at the
+        largest batch. Host-aware: the baselines are information: the start takes the worker
+        count of the best baseline that has workers (they are rules for this host: its cores,
+        its GPUs), at the middle batch with persistent workers; without a measured baseline, half
+        the worker range (its bound is 2x the CPUs)."""
+        if self.classic:
+            return self.start
+        own = [o for o in observed if not o.baseline]
+        if own:  # the start that was taken (the one measured first by the search itself)
+            first = min(own, key=lambda o: o.number).config
+            if _major(first)[1:] == _major(self.start)[1:]:
+                return first
+        rated = [(v, c) for c, v in values.items() if c.num_workers > 0 and any(
+            o.baseline and o.config == c for o in observed)]  # fmt: skip
+        if rated:
+            workers = max(rated, key=lambda vc: vc[0])[1].num_workers
+        else:
+            lo, hi = self.space.num_workers
+            workers = max(lo, min(hi, max(1, hi // 2)))
+        return self._config(workers, self.start.batch_size, self.pin)
 
     def incumbent(
         self, observed: Sequence[Observation], values: dict[LoaderConfig, float]
@@ -137,6 +179,8 @@ class StructuredStrategy:
     ) -> list[tuple[LoaderConfig, bool]]:
         """``(configuration, minor)`` one knob away from ``best``, most promising first
         (``minor``: a move of prefetch_factor or pin_memory)."""
+        if not self.classic:
+            return self._moves(best, known, values)
         major = [
             *self._coarse(best, W, up_first=True),
             *self._bisect(best, W, known, values, fine=False),
@@ -165,6 +209,73 @@ class StructuredStrategy:
             + [(m, True) for m in finer_minor]
         )
 
+    def _moves(
+        self,
+        best: LoaderConfig,
+        known: Callable[[LoaderConfig, bool], bool],
+        values: dict[LoaderConfig, float],
+    ) -> list[tuple[LoaderConfig, bool]]:
+        """The order of the moves of the host-aware search: the batch ladder (up first: the
+        baselines measured three worker counts, all at batch 16), the worker ladder, the coarse
+        bisection of the workers (4 and 8 -> 6), the batch ladder again at this
+        configuration (the side that measured better first: one noisy comparison at other
+        workers is not final), one step up of prefetch, the fine bisection of the workers
+        down to neighbours 1.25x apart (an optimum at 5, 7, 14 or 20 workers), then the
+        rest: the other prefetch step, persistence, pinning (on a CUDA host only), the finer
+        batch steps and the workers' nearest neighbours at this batch.
+        A worker count measured at another batch counts as known for the first moves: a new
+        batch does not walk the workers again (their optimum moves little with the batch),
+        and a batch measured with other workers counts as known for the batch ladder."""
+
+        def workers_known(move: LoaderConfig, minor: bool) -> bool:
+            return any(known(self._with(move, B, b) or move, minor) for b in self.values[B])
+
+        def batch_known(move: LoaderConfig) -> bool:
+            return any(
+                known(self._with(move, W, w) or move, False) for w in self.values[W] if w > 0
+            )
+
+        def batch_value(move: LoaderConfig) -> float:
+            """The best value measured at ``move``'s batch with workers (0 if none)."""
+            at = [v for c, v in values.items() if c.batch_size == move.batch_size
+                  and c.num_workers > 0]  # fmt: skip
+            return max(at, default=0.0)
+
+        up_pf = self._coarse(best, PF, up_first=True)
+        moves = [
+            *((m, False) for m in self._coarse(best, B, up_first=True) if not batch_known(m)),
+            *(
+                (m, False)
+                for m in self._coarse(best, W, up_first=True)
+                if not workers_known(m, False)
+            ),  # fmt: skip
+            *((m, False) for m in self._toggle(best, CACHE)),
+            *((m, False) for m in self._bisect(best, W, workers_known, values, fine=False)),
+            *(
+                (m, False)
+                for m in sorted(
+                    self._coarse(best, B, up_first=True), key=lambda m: -batch_value(m)
+                )
+            ),  # fmt: skip
+            *((m, True) for m in up_pf[:1]),
+            *(
+                (m, False)
+                for m in self._bisect(best, W, workers_known, values, fine=True, resolution=1.25)
+            ),  # fmt: skip
+            *((m, True) for m in up_pf[1:]),
+            *((m, False) for m in self._toggle(best, PERSIST)),
+            # Without CUDA pinning copies nothing faster (the batches stay on the host).
+            *((m, True) for m in (self._toggle(best, PIN) if self.pin else [])),
+            *((m, False) for m in self._bisect(best, B, known, values, fine=False)),
+            *((m, False) for m in self._bisect(best, B, known, values, fine=True)),
+            *((m, False) for m in self._coarse(best, W, up_first=True)),
+            *((m, False) for m in self._bisect(best, W, known, values, fine=False)),
+            *((m, False) for m in self._bisect(best, W, known, values, fine=True)),
+            *((m, True) for m in self._bisect(best, PF, known, values, fine=False, minor=True)),
+            *((m, True) for m in self._bisect(best, PF, known, values, fine=True, minor=True)),
+        ]
+        return moves
+
     def _coarse(self, best: LoaderConfig, knob: str, *, up_first: bool) -> list[LoaderConfig]:
         """The ladder steps just above and just below ``best``'s value of ``knob``."""
         value = getattr(best, knob)
@@ -189,11 +300,12 @@ class StructuredStrategy:
         *,
         fine: bool,
         minor: bool = False,
+        resolution: float = 1.0,
     ) -> list[LoaderConfig]:
         """Midpoints between ``best``'s value and the nearest values measured on either side
         (with ``best``'s other knobs), the side whose neighbour measured better first. Coarse
         (``fine`` False): only where the neighbour is more than 1.5x away (4 and 8 -> 6);
-        fine: the rest (4 and 6 -> 5)."""
+        fine: the rest (4 and 6 -> 5), down to neighbours ``resolution`` x apart."""
         value = getattr(best, knob)
         if value is None:
             return []
@@ -207,6 +319,8 @@ class StructuredStrategy:
             lo, hi = min(neighbour, value), max(neighbour, value)
             between = [v for v in self.values[knob] if lo < v < hi]
             if not between or (hi > 1.5 * max(lo, 1)) == fine:
+                continue
+            if fine and hi <= resolution * max(lo, 1):
                 continue
             middle = (lo + hi) / 2
             pick = min(between, key=lambda v: (abs(v - middle), v))
