@@ -154,13 +154,17 @@ def replay_seed(
     budgets: list[int],
     gpu: bool = False,
     fair: bool = False,
+    settle: bool = False,
 ) -> list[dict[str, Any]]:
     """One seed of one method: a row per budget (answer, its true value, costs, trials).
     ``fair``: every measurement (the confirmation's too) is a fresh draw from the point's
     truth and noise (:meth:`Table.fresh`), not one of its stored repeats. ``gpu``: replayed as
-    a CUDA host."""
+    a CUDA host. ``settle``: one row only, at the largest budget as a cap, the study stopped
+    once settled as ``loadersearch run`` stops it (:mod:`loadersearch.search.settle`); its
+    ``trials`` say how many it used."""
     from loadersearch.search.objective import Objective, TrialCrash
     from loadersearch.search.opening import make_pruner
+    from loadersearch.search.settle import settled
     from loadersearch.search.study import enqueue_baselines
 
     rng = random.Random(zlib.crc32(f"{method.name}:{seed}".encode()))
@@ -186,8 +190,10 @@ def replay_seed(
     _, optimum = table.optimum()
     rows = []
     t0 = time.perf_counter()
-    for budget in sorted(budgets):
+    for budget in [max(budgets)] if settle else sorted(budgets):
         while _finished(study) < budget:
+            if settle and settled(study, budget, space) is not None:
+                break
             study.optimize(objective, n_trials=1, catch=(TrialCrash,))
         search_s = account.search_s
         answer = _answer(study, objective, method, account)
@@ -204,6 +210,7 @@ def replay_seed(
             "repeats": sum("repeat_of" in t.user_attrs for t in trials),
             "repeats_avoided": sum("repeat_avoided" in t.user_attrs for t in trials),
             "sampler_s": time.perf_counter() - t0,
+            "trials": _finished(study),
         })  # fmt: skip
         account.confirm_s = 0.0  # each budget's confirmation is its own
     return rows

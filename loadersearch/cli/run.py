@@ -101,8 +101,8 @@ _SPACE_HELP = (
     "--no-settle",
     is_flag=True,
     help="Spend the whole --trials budget, even once the answer is settled (by default the "
-    "study stops when the last 8 trials did not beat the best by more than its measured "
-    "noise, after at least 10 trials that cover the space). Same as settle = false in a "
+    "study stops when the last 12 trials did not beat the best by more than its measured "
+    "noise, after at least 14 trials that cover the space). Same as settle = false in a "
     "spec's [study].",
 )
 @click.option("--seed", type=int, help="Sampler seed.")

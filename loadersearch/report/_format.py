@@ -192,6 +192,8 @@ def phase_line(summary: Summary) -> str | None:
 
 
 def settled_line(summary: Summary) -> str | None:
+    from loadersearch.search.settle import QUIET_FOR
+
     """``settled after 17 trials: 23 not needed (~12.0 min saved)``; None when the study did
     not stop before its cap."""
     s = summary.settled
@@ -200,7 +202,7 @@ def settled_line(summary: Summary) -> str | None:
     left = int(s["total"]) - int(s["after"])
     return (
         f"settled after {s['after']} trials: {left} not needed (~{duration(s['saved_s'])} saved; "
-        f"the last 8 did not beat trial {s['best']} by more than its measured noise)"
+        f"the last {QUIET_FOR} did not beat trial {s['best']} by more than its measured noise)"
     )
 
 

@@ -33,8 +33,8 @@ if TYPE_CHECKING:
 
 SETTLED_ATTR = "settled"
 SETTLE_ATTR = "settle"  # the study's choice (True unless --no-settle), read by its workers
-MIN_TRIALS = 10
-QUIET_FOR = 8  # finished trials in a row without a gain beyond the best's noise
+MIN_TRIALS = 14
+QUIET_FOR = 12  # finished trials in a row without a gain beyond the best's noise
 MIN_GAIN = 0.02  # the smallest relative gain that counts, whatever the noise
 Z90 = 1.645
 
