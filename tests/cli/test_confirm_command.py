@@ -63,11 +63,11 @@ def test_confirm_refuses_a_missing_a_foreign_and_an_unconfirmable_study(tmp_path
     _one_line_error(
         _cli(["confirm", "--storage", url, "--study", "norounds"], env), "--confirm-rounds 0"
     )
-    # every configuration over the emulated device's memory: nothing feasible to confirm
+    # every trial past its time limit (5 s a sample, 3 s allowed): nothing feasible to confirm
     fast = list(FAST)
     fast[fast.index("--confirm-rounds") + 1] = "1"
     done = _cli(["run", *fast, "--trials", "1", "--storage", url, "--study", "none",
-                 "--no-baselines", "--vram-cap", "64MiB"], env)  # fmt: skip
+                 "--no-baselines", "--emulated-io-ms", "5000", "--timeout", "3"], env)  # fmt: skip
     assert done.returncode == 3, done.stdout + done.stderr
     _one_line_error(
         _cli(["confirm", "--storage", url, "--study", "none"], env), "no finished feasible"

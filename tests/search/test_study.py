@@ -68,14 +68,19 @@ def test_baselines_come_first_with_their_names(emulated_study: EmulatedStudy) ->
     study = _load(emulated_study)
     names = [study.trials[i].user_attrs.get("baseline") for i in range(3)]
     assert names == ["pytorch", "article", "ultralytics"]
-    assert sum(1 for t in study.trials if t.user_attrs.get("baseline")) == 3
+    # (a baseline pruned while the machine was busy is queued once more, under its name)
+    firsts = [t for t in study.trials if "requeued_from" not in t.user_attrs]
+    assert sum(1 for t in firsts if t.user_attrs.get("baseline")) == 3
 
 
 def test_no_trial_of_the_run_repeats_a_configuration(emulated_study: EmulatedStudy) -> None:
     study = _load(emulated_study)
     trials = study.get_trials(states=(TrialState.COMPLETE, TrialState.PRUNED))
-    configs = [t.user_attrs["config"] for t in trials]
-    assert len(set(configs)) == len(configs) == 8
+    assert len(trials) == 8
+    # A trial pruned while the machine was busy is measured once more on purpose
+    # (requeued_from); no other trial repeats a configuration.
+    configs = [t.user_attrs["config"] for t in trials if "requeued_from" not in t.user_attrs]
+    assert len(set(configs)) == len(configs)
     assert not [t.number for t in trials if "repeat_of" in t.user_attrs]
     searched = [t for t in trials if not t.user_attrs.get("baseline")]
     proposers = {t.user_attrs["proposed_by"] for t in searched}
