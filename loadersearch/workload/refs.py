@@ -417,9 +417,23 @@ def check_refs(pipeline: PipelineSpec) -> None:
     main_file = os.path.abspath(main_file) if main_file else None
     for part, ref in pipeline.refs().items():
         module = ref.split(":")[0]
+        _refuse_stdlib(part, ref, module)
         if main_file and module not in sys.modules and _origin(module) == main_file:
             continue
-        resolve(ref, part)
+        obj = resolve(ref, part)
+        _refuse_stdlib(part, ref, getattr(obj, "__module__", None) or "")
+
+
+def _refuse_stdlib(part: str, ref: str, module: str) -> None:
+    """A standard-library or builtin callable is never a pipeline part (``os:system`` as a
+    dataset runs a command): the rule a stored pipeline follows (:func:`admit_stored`) holds
+    for one given directly too, so that no study stores what no worker would import."""
+    if module and _is_stdlib_name(module):
+        raise PipelineError(
+            f"the {part} {ref} is {module}'s, from Python's standard library: a pipeline part "
+            f"must be a function or class of your own (or a package's) that builds the {part}; "
+            "the standard library is never imported as one."
+        )
 
 
 def _origin(module: str) -> str | None:

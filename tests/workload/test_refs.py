@@ -210,3 +210,18 @@ def test_a_function_bound_on_import_is_accepted_wherever_else_it_is_also_bound(
     exec(compile(source, str(script), "exec"), main.__dict__)
     monkeypatch.setitem(sys.modules, "__main__", main)
     assert ref_of(main.make_dataset, "dataset") == ("tune_mine:make_dataset", {})
+
+
+def test_a_standard_library_callable_given_directly_is_no_pipeline_part(tmp_path, monkeypatch):
+    # Red team (issue 22): `run --dataset os:system --arg dataset.command=...` ran the command,
+    # and stored a study no worker would import.
+    from loadersearch.errors import PipelineError
+    from loadersearch.workload.refs import check_refs
+
+    with pytest.raises(PipelineError, match="os:system is os's, from Python's standard library"):
+        check_refs(PipelineSpec(dataset="os:system", loss=None))
+    # the same callable reached through a module of one's own
+    (tmp_path / "lsalias.py").write_text("from os import getcwd as make_dataset\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(PipelineError, match="from Python's standard library"):
+        check_refs(PipelineSpec(dataset="lsalias:make_dataset", loss=None))
