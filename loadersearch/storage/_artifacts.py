@@ -10,7 +10,7 @@ machines only the user knows such a folder (a shared file system), so it is
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, BinaryIO
 
 from loadersearch.storage._sqlite import sqlite_path
 
@@ -44,7 +44,20 @@ def open_artifact_store(url: str, *, create: bool = True) -> FileSystemArtifactS
         from loadersearch.storage._open import check_run_storage
 
         check_run_storage(url)
-        os.makedirs(folder, exist_ok=True)
-    elif not os.path.isdir(folder):
+        return _created_on_write(folder)
+    if not os.path.isdir(folder):
         return None
     return FileSystemArtifactStore(folder)
+
+
+def _created_on_write(folder: str) -> FileSystemArtifactStore:
+    """An artifact store whose folder is made at its first write: a run refused after the
+    storage check (a read-only cache directory, say) leaves no empty folder behind."""
+    from optuna.artifacts import FileSystemArtifactStore
+
+    class CreatedOnWrite(FileSystemArtifactStore):
+        def write(self, artifact_id: str, content_body: BinaryIO) -> None:
+            os.makedirs(self._base_path, exist_ok=True)
+            super().write(artifact_id, content_body)
+
+    return CreatedOnWrite(folder)

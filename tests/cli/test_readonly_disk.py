@@ -81,6 +81,8 @@ def test_a_memmap_cache_on_a_read_only_disk_is_one_line_naming_cache_dir(
     assert f"the memmap cache directory {ro_dir} is on a read-only file system" in line
     assert "--cache-dir DIR" in line
     assert not os.path.exists(tmp_path / "x.db")  # refused before the study was created
+    # nor its artifacts folder (red team: an empty one was left behind)
+    assert not os.path.exists(tmp_path / "x.db-artifacts")
 
 
 def test_a_full_cache_directory_names_the_sizes_in_the_unit_that_shows_them(
