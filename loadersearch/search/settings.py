@@ -252,7 +252,10 @@ def resolve_settings(
     study = {**data.get("study", {}), **_given(overrides.study)}
     file_workload = dict(data.get("workload", {}))
     if "vram_cap" in file_workload:  # the file's is text; the command line's is bytes
-        file_workload["vram_cap"] = parse_size(file_workload["vram_cap"])
+        try:
+            file_workload["vram_cap"] = parse_size(file_workload["vram_cap"])
+        except SpecError as e:  # name the file and the key, as the other spec errors do
+            raise SpecError(f"study spec {spec_file}: [workload] vram_cap: {e}") from e
     workload_in = {**file_workload, **_given(overrides.workload)}
     plan_in = {**data.get("plan", {}), **_given(overrides.plan)}
     for section, table in (("study", study), ("workload", workload_in), ("plan", plan_in)):
