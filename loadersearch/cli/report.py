@@ -92,7 +92,7 @@ def render_summary(
     console.print(head)
     settled = settled_line(summary)
     if settled:
-        console.print(settled[0].upper() + settled[1:])
+        console.print(settled[0].upper() + settled[1:], soft_wrap=True)
     if probe:
         console.print(probe)
     if summary.pruning["saved_s"]:
