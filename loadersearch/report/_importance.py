@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING
 
 from loadersearch.report._study import space_fixed
 from loadersearch.report._summary import COMPLETE, INFEASIBLE, PRUNED, trial_kind
+from loadersearch.search.settle import Z90, trial_noise
 
 if TYPE_CHECKING:
     import optuna
@@ -48,7 +49,6 @@ BOOTSTRAP_SEED = 0  # fixed: the report and the dashboard card must show the sam
 SUBSAMPLE = 0.8  # the share of the configurations in each resample
 STANDS_OUT = 0.8  # share of the bootstrap's rounds in which the top knob must rank first
 INTERVAL = (0.05, 0.95)  # the importance's interval: the middle 90% of the bootstrap
-Z90 = 1.645  # a 90% interval's half-width in standard deviations
 # A measurement's relative noise when it stored none (no precision, no window CV): the
 # repeatability measured on a quiet machine is a few percent (docs/benchmarks/projection.md).
 DEFAULT_NOISE = 0.03
@@ -160,21 +160,9 @@ def _distinct(
     return list(groups.values()), left_out
 
 
-def trial_noise(trial: optuna.trial.FrozenTrial) -> float:
-    """A measurement's relative standard deviation: from its stated precision (a 90% interval
-    of the projected epoch time), else from its windows' spread, else a quiet machine's."""
-    precision = trial.user_attrs.get("precision")
-    if precision:
-        return float(precision) / Z90
-    cv, windows = trial.user_attrs.get("window_cv"), trial.user_attrs.get("windows_done")
-    if cv:
-        return float(cv) / math.sqrt(max(1, int(windows or 1)))
-    return DEFAULT_NOISE
-
-
 def _group_noise(group: list[optuna.trial.FrozenTrial]) -> float:
     """The relative standard deviation of a configuration's mean over its measurements."""
-    sds = [trial_noise(t) for t in group]
+    sds = [trial_noise(t, DEFAULT_NOISE) for t in group]
     return math.sqrt(sum(sd * sd for sd in sds)) / len(sds)
 
 
@@ -214,10 +202,14 @@ def importance_study(study: optuna.Study) -> tuple[optuna.Study, list[int], dict
     """An in-memory study holding one trial per distinct feasible finished configuration (the
     mean of its measurements), the trial numbers behind them and the trials left out."""
     groups, left_out = _distinct(study)
+    return _memory_of(groups), sorted(g[0].number for g in groups), left_out
+
+
+def _memory_of(groups: list[list[optuna.trial.FrozenTrial]]) -> optuna.Study:
     rows = [
         (g[0], statistics.fmean(float(t.value) for t in g), [t.number for t in g]) for g in groups
     ]
-    return _memory_study(rows), sorted(g[0].number for g in groups), left_out
+    return _memory_study(rows)
 
 
 def target_quantile(configurations: int) -> float:
@@ -290,17 +282,18 @@ def _quantiles(values: list[float]) -> tuple[float, float]:
 def importances(study: optuna.Study) -> Importance:
     """Parameter importance on the study's distinct finished configurations (empty when too
     few to tell), with its bootstrap intervals and whether the settings matter at all."""
-    with _quiet_optuna():
-        memory, used, left_out = importance_study(study)
-    result = Importance(values={}, trials=used, left_out=left_out)
-    if len(used) < 2:
+    groups, left_out = _distinct(study)
+    result = Importance(
+        values={}, trials=sorted(g[0].number for g in groups), left_out=left_out
+    )
+    if len(groups) < 2:
         return result
     try:
-        result.values = _ped_anova(memory)
+        with _quiet_optuna():
+            result.values = _ped_anova(_memory_of(groups))
     except (ValueError, RuntimeError) as e:
         _logger.info("no parameter importance: %s", e)
         return result
-    groups, _ = _distinct(study)
     means = [statistics.fmean(float(t.value) for t in g) for g in groups]
     noises = [_group_noise(g) for g in groups]
     best = max(range(len(means)), key=means.__getitem__)

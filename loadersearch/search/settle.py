@@ -36,7 +36,7 @@ SETTLE_ATTR = "settle"  # the study's choice (True unless --no-settle), read by 
 MIN_TRIALS = 14
 QUIET_FOR = 12  # finished trials in a row without a gain beyond the best's noise
 MIN_GAIN = 0.02  # the smallest relative gain that counts, whatever the noise
-Z90 = 1.645
+Z90 = 1.645  # a 90% interval's half-width in standard deviations
 
 
 @dataclass(frozen=True)
@@ -64,16 +64,17 @@ class Settled:
         )
 
 
-def _noise(trial: optuna.trial.FrozenTrial) -> float:
-    """The 90% relative noise of a trial's measurement: its stated precision, else its windows'
-    spread over their number."""
+def trial_noise(trial: optuna.trial.FrozenTrial, default: float = 0.0) -> float:
+    """A measurement's relative standard deviation, from what its trial stored: its stated
+    precision (a 90% interval of the projected epoch time), else its windows' spread over
+    their number, else ``default``. The report's importance uses it too."""
     precision = trial.user_attrs.get("precision")
     if precision:
-        return float(precision)
+        return float(precision) / Z90
     cv, windows = trial.user_attrs.get("window_cv"), trial.user_attrs.get("windows_done")
     if cv:
-        return Z90 * float(cv) / math.sqrt(max(1, int(windows or 1)))
-    return 0.0
+        return float(cv) / math.sqrt(max(1, int(windows or 1)))
+    return default
 
 
 def _covered(trials: list[optuna.trial.FrozenTrial], space: SearchSpace) -> bool:
@@ -111,7 +112,7 @@ def settled(study: optuna.Study, total: int, space: SearchSpace) -> Settled | No
     best = max(measured(before), key=lambda t: t.value, default=None)
     if best is None:
         return None
-    bar = best.value * (1.0 + max(MIN_GAIN, _noise(best)))
+    bar = best.value * (1.0 + max(MIN_GAIN, Z90 * trial_noise(best)))
     if any(t.value > bar for t in measured(recent)):
         return None
     walls = [float(t.user_attrs.get("wall_s") or 0.0) for t in finished]
