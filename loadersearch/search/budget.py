@@ -158,6 +158,29 @@ class _BudgetReached(Exception):
         )
 
 
+def _failed_elsewhere(study: optuna.Study, trial_id: int | None, e: BaseException) -> bool:
+    """Whether ``e`` is Optuna refusing to finish this process's trial because another worker
+    failed it meanwhile: its heartbeat came later than the grace period (a host so busy that
+    the heartbeat thread did not run), so that worker took it for dead and queued it again.
+    The measurement is dropped (its retry measures the configuration again) and the run goes
+    on, instead of stopping with ``Cannot tell a FAIL trial``."""
+    seen = 0
+    while e is not None and seen < 10 and "Cannot tell a FAIL trial" not in str(e):
+        e = e.__context__
+        seen += 1
+    if e is None or seen >= 10 or trial_id is None:
+        return False
+    trial = study._storage.get_trial(trial_id)
+    if trial.state != TrialState.FAIL:
+        return False
+    _logger.warning(
+        "Trial %d was failed by another worker while this one measured it (its heartbeat was "
+        "late: a busy host?); its configuration is queued again and measured anew.",
+        trial.number,
+    )
+    return True
+
+
 def _heartbeat_interval(study: optuna.Study) -> int | None:
     get = getattr(study._storage, "get_heartbeat_interval", None)
     return get() if get is not None else None
@@ -218,8 +241,21 @@ def optimize_to_total(
         )
 
     here, process_key = host_name(), _process_key()
+    # The trial this process is running (its storage id) and what its objective raised.
+    current: dict[str, Any] = {}
 
     def guarded(trial: optuna.Trial) -> Any:
+        current.clear()
+        current["id"] = trial._trial_id
+        try:
+            return measure(trial)
+        except optuna.TrialPruned:
+            raise
+        except BaseException as e:
+            current["raised"] = e
+            raise
+
+    def measure(trial: optuna.Trial) -> Any:
         # Close the race between two workers that both saw one trial left and both asked.
         if ahead_of(trial.number) >= total:
             trial.set_user_attr("surplus", "budget reached by other workers; not measured")
@@ -252,7 +288,12 @@ def optimize_to_total(
             )
         except _StorageLost as e:
             raise e.error from None
-        except (AssertionError, UnboundLocalError) as e:
+        except (AssertionError, UnboundLocalError, ValueError) as e:
+            if _failed_elsewhere(study, current.get("id"), e):
+                raised = current.get("raised")
+                if raised is not None and not isinstance(raised, (*catch, _BudgetReached)):
+                    raise raised from None  # an interruption or a stop still gets through
+                return
             # Optuna's _run_trial fails this way when it cannot write the trial's end (a full
             # disk, a lost server); the cause is the storage error in the chain.
             error = _storage_error_in(e)

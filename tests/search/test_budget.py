@@ -75,3 +75,41 @@ def test_only_this_host_s_trials_whose_process_is_gone_are_reclaimed(study):
     assert states[living.number] == states[elsewhere.number] == TrialState.RUNNING
     [retry] = [t for t in study.trials if t.system_attrs.get("failed_trial") == dead.number]
     assert retry.state == TrialState.WAITING and retry.system_attrs["fixed_params"] == dead.params
+
+
+def _failed_by_another_worker(study, trial) -> None:
+    """What a worker that took ``trial`` for dead does: fail it and queue it again."""
+    other = optuna.load_study(study_name=study.study_name, storage=study._storage)
+    other._storage.set_trial_state_values(trial._trial_id, state=TrialState.FAIL)
+    budget.requeue(other, other._storage.get_trial(trial._trial_id), "heartbeat stale")
+
+
+@pytest.mark.parametrize("ends", ["returns", "is pruned"])
+def test_a_trial_failed_by_another_worker_meanwhile_does_not_stop_the_run(study, ends, caplog):
+    # CI: a busy host delayed a trial's heartbeat past the grace period, another run failed it,
+    # and this run stopped with "Cannot tell a FAIL trial" when its measurement ended.
+    seen = []
+
+    def objective(trial):
+        seen.append(trial.suggest_int("x", 0, 9))
+        if len(seen) == 1:
+            _failed_by_another_worker(study, trial)
+            if ends == "is pruned":
+                raise optuna.TrialPruned()
+        return 1.0
+
+    assert budget.optimize_to_total(study, objective, 1) == 2
+    first, retry = study.trials
+    assert first.state == TrialState.FAIL and retry.state == TrialState.COMPLETE
+    assert seen[1] == seen[0]  # the retry measured the same configuration
+    assert "failed by another worker" in caplog.text
+
+
+def test_an_interrupt_still_gets_through_when_another_worker_failed_the_trial(study):
+    def objective(trial):
+        trial.suggest_int("x", 0, 9)
+        _failed_by_another_worker(study, trial)
+        raise Interrupted()
+
+    with pytest.raises(Interrupted):
+        budget.optimize_to_total(study, objective, 1)

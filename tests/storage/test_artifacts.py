@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import io
+
 from loadersearch.storage import ARTIFACTS_ENV, artifact_dir, open_artifact_store
 
 
@@ -9,8 +11,12 @@ def test_a_sqlite_file_keeps_its_artifacts_beside_it(tmp_path, monkeypatch) -> N
     monkeypatch.delenv(ARTIFACTS_ENV, raising=False)
     url = f"sqlite:///{tmp_path / 'a.db'}"
     assert artifact_dir(url) == f"{tmp_path / 'a.db'}-artifacts"
-    assert open_artifact_store(url) is not None
-    assert (tmp_path / "a.db-artifacts").is_dir()
+    store = open_artifact_store(url)
+    assert store is not None
+    # The folder is made at the first write (a run refused before it wrote leaves none).
+    assert not (tmp_path / "a.db-artifacts").exists()
+    store.write("x", io.BytesIO(b"window"))
+    assert (tmp_path / "a.db-artifacts" / "x").read_bytes() == b"window"
 
 
 def test_a_server_has_artifacts_only_where_the_user_names_a_folder(tmp_path, monkeypatch) -> None:
