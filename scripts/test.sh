@@ -5,4 +5,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh --test
 .venv/bin/ruff check loadersearch tests scripts benchmarks examples
+(site=$(mktemp -d); trap 'rm -rf "$site"' EXIT; NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict -d "$site")
 exec .venv/bin/python -m pytest -q "$@"

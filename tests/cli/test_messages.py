@@ -1,5 +1,5 @@
-"""The README promises one line naming the problem and the fix, and no traceback without
---debug: every message case of issue 10, each checked for exactly that."""
+"""The docs promise (docs/usage.md, "Exit codes") one line naming the problem and the fix, and
+no traceback without --debug: every message case of issue 10, each checked for exactly that."""
 
 from __future__ import annotations
 

@@ -3,8 +3,9 @@ by Playwright) opens optuna-dashboard on a finished study and the report's index
 finds the confirmed winner, the trials and the importance charts drawn.
 
 Skipped only where no browser can be run: no Playwright, or no Chromium (``.ci/run`` installs
-Debian's chromium package). Screenshots go to ``$LOADERSEARCH_SCREENSHOTS`` when set
-(``LOADERSEARCH_SCREENSHOTS=docs`` refreshes the README's), else to the test's tmp folder.
+Debian's chromium package). Screenshots go to ``$LOADERSEARCH_SCREENSHOTS`` when set, else to
+the test's tmp folder. They show this test's small emulated study; the README's pictures
+(docs/report.png, docs/dashboard.png) are of a real default run (docs/development.md).
 """
 
 from __future__ import annotations
