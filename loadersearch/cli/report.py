@@ -16,6 +16,7 @@ from loadersearch.report import (
     answer_python,
     baseline_cells,
     baseline_header,
+    baselines_source,
     cache_line,
     duration,
     epoch_time,
@@ -26,6 +27,7 @@ from loadersearch.report import (
     settled_line,
     skipped_lines,
     winner_evidence,
+    winner_title,
 )
 
 if TYPE_CHECKING:
@@ -103,8 +105,10 @@ def render_summary(
     load = machine_load(summary)
     if load:
         console.print(f"machine: {load}")
+    title = "Winner" if w.confirmed and not w.inconclusive else winner_title(w)
+    colour = "green" if title == "Winner" else "yellow"
     console.print(
-        f"\n[bold green]Winner[/] (trial {w.trial}): {w.config.label()}: "
+        f"\n[bold {colour}]{title}[/] (trial {w.trial}): {w.config.label()}: "
         f"{winner_evidence(w)}{label}"
     )
     caveat = inconclusive_note(w)
@@ -125,21 +129,11 @@ def render_summary(
         for b in summary.baselines:
             table.add_row(*baseline_cells(b))
         console.print(table)
-        if all(b.source == "confirmation" for b in summary.baselines if b.rate):
-            console.print(
-                "[dim]Every baseline was re-measured in the same interleaved rounds as the "
-                "winner.[/]"
-            )
-        else:
-            console.print(
-                "[dim]The baselines among the finalists were re-measured with the winner; the "
-                "others' rates are their trial values (no confirmation yet).[/]"
-            )
+        console.print(f"[dim]{baselines_source(summary)}[/]")
     if summary.cache is not None and summary.cache.mode != "none":
         console.print(
             f"\nThe winner reads its images from the {summary.cache.mode} cache: the line below "
-            "is as fast only with a dataset that does the same (README: Caches and slow "
-            "storage)."
+            "is as fast only with a dataset that does the same (docs/caches.md)."
         )
     if summary.gpus > 1:
         console.print(

@@ -20,6 +20,7 @@ from loadersearch.report._answer import answer_lines, answer_python, env_lines, 
 from loadersearch.report._format import (
     baseline_cells,
     baseline_header,
+    baselines_source,
     cache_line,
     duration,
     epoch_time,
@@ -30,6 +31,7 @@ from loadersearch.report._format import (
     settled_line,
     skipped_lines,
     winner_evidence,
+    winner_title,
 )
 from loadersearch.report._html import write_report
 from loadersearch.report._importance import Importance, importances
@@ -67,6 +69,8 @@ __all__ = [
     "window_artifact_hook",
     "winner_evidence",
     "inconclusive_note",
+    "baselines_source",
+    "winner_title",
     "settled_line",
     "phase_line",
     "phase_rows",

@@ -34,6 +34,25 @@ def winner_evidence(w: Winner) -> str:
     )
 
 
+def winner_title(w: Winner, unconfirmed: str = "Best trial (not confirmed)") -> str:
+    """The answer's heading word: a winner measured on a machine that never quieted is the
+    best-supported configuration, not a confirmed one."""
+    if not w.confirmed:
+        return unconfirmed
+    return "Inconclusive winner (busy machine)" if w.inconclusive else "Confirmed winner"
+
+
+def baselines_source(summary: Summary) -> str:
+    """Where the baseline table's rates come from: all re-measured beside the winner, or
+    (before a confirmation) partly their trials' values."""
+    if all(b.source == "confirmation" for b in summary.baselines if b.rate):
+        return "Every baseline was re-measured in the same interleaved rounds as the winner."
+    return (
+        "The baselines among the finalists were re-measured with the winner; the others' rates "
+        "are their trial values (no confirmation yet)."
+    )
+
+
 def inconclusive_note(w: Winner) -> str | None:
     """Why a confirmed answer is not settled, and what settles it; None when it is."""
     if not w.inconclusive:

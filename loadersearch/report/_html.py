@@ -17,17 +17,20 @@ from loadersearch.report._answer import answer_python
 from loadersearch.report._format import (
     baseline_cells,
     baseline_header,
+    baselines_source,
     best_trial_differs,
     cache_line,
     cost,
     epoch_time,
     finalist_cells,
     finalist_header,
+    inconclusive_note,
     machine,
     noise,
     probe,
     sentence,
     winner_evidence,
+    winner_title,
 )
 from loadersearch.report._importance import Importance, importances
 from loadersearch.report._plots import figures, write_figures_html, write_pngs
@@ -143,12 +146,15 @@ def _answer(summary: Summary) -> str:
     w = summary.winner
     if w is None:
         return '<section id="answer" class="answer"><p>No feasible trial yet.</p></section>'
-    status = "Confirmed winner" if w.confirmed else "Best trial (not confirmed)"
+    status = winner_title(w)
     parts = [
         f'<h2>{status}: <span id="winner" data-trial="{w.trial}">{_e(w.config.label())}</span>'
         "</h2>",
         f"<p><b>{_e(winner_evidence(w))}</b>, trial {w.trial}.</p>",
     ]
+    caveat = inconclusive_note(w)
+    if caveat:
+        parts.append(f'<p id="inconclusive"><b>{_e(caveat)}</b></p>')
     epoch = epoch_time(summary)
     if epoch:
         parts.append(f"<p>{_e(sentence(epoch))}</p>")
@@ -175,8 +181,7 @@ def _baselines(summary: Summary) -> str:
     return (
         "<section><h2>Against the baselines</h2>"
         + _table("baselines", header, rows)
-        + '<p class="muted">The baseline among the finalists was re-measured with the winner; '
-        "the others' rates are their trial values.</p></section>"
+        + f'<p class="muted">{_e(baselines_source(summary))}</p></section>'
     )
 
 

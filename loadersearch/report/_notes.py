@@ -50,6 +50,7 @@ from loadersearch.report._format import (
     sentence,
     skipped_lines,
     winner_evidence,
+    winner_title,
 )
 from loadersearch.report._importance import Importance, importances
 from loadersearch.report._plots import importance_figure, importance_title, window_figure_png
@@ -133,7 +134,7 @@ def study_note(summary: Summary, importance: Importance) -> str:
     emulated = " (EMULATED accelerator)" if summary.emulated else ""
     if w is None:
         return f"## {summary.study}{emulated}\n\nNo feasible trial yet: nothing to answer."
-    status = "Confirmed winner" if w.confirmed else "Best trial (not confirmed yet)"
+    status = winner_title(w, "Best trial (not confirmed yet)")
     parts = [
         f"## {status}: {w.config.label()}{emulated}",
         f"**{winner_evidence(w)}**, trial {w.trial}. {summary.description}.",
@@ -225,7 +226,7 @@ def trial_note(trial: optuna.trial.FrozenTrial, ctx: NoteContext) -> str:
     parts = []
     w = ctx.winner
     if w is not None and w.confirmed and w.trial == trial.number:
-        parts.append(f"**Confirmed winner** of the study: {winner_evidence(w)}.")
+        parts.append(f"**{winner_title(w)}** of the study: {winner_evidence(w)}.")
     elif trial.number in ctx.finalists:
         f = ctx.finalists[trial.number]
         text = (

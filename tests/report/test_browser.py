@@ -84,7 +84,10 @@ def winner(emulated_study: EmulatedStudy) -> dict:
     assert result.exit_code == 0, result.output
     best = json.loads(result.output)
     assert best["confirmed"] is True
-    return {"trial": best["trial"], "label": LoaderConfig.from_dict(best["config"]).label()}
+    # On a busy machine the confirmation may be inconclusive: the pages say so in its title.
+    title = "Inconclusive winner (busy machine)" if best["inconclusive"] else "Confirmed winner"
+    label = LoaderConfig.from_dict(best["config"]).label()
+    return {"trial": best["trial"], "label": label, "title": title}
 
 
 def _screenshot_dir(tmp_path: Path) -> Path:
@@ -111,10 +114,10 @@ def test_the_dashboard_shows_the_study_its_trials_the_importance_and_the_winner_
         page.goto(f"{base}/dashboard/studies/{sid}/trials?numbers={winner['trial']}")
         for number in range(len(open_study(emulated_study.storage, emulated_study.name).trials)):
             expect(page.get_by_text(f"Trial {number}", exact=True)).to_be_visible()
-        expect(page.get_by_text("Confirmed winner").first).to_be_visible()
+        expect(page.get_by_text(winner["title"]).first).to_be_visible()
 
         page.goto(f"{base}/dashboard/studies/{sid}/note")
-        heading = page.get_by_role("heading", name=f"Confirmed winner: {winner['label']}")
+        heading = page.get_by_role("heading", name=f"{winner['title']}: {winner['label']}")
         expect(heading).to_be_visible()
         expect(page.get_by_text("loadersearch begin")).to_have_count(0)  # markers unseen
         page.screenshot(path=str(_screenshot_dir(tmp_path) / "dashboard.png"))

@@ -31,11 +31,13 @@ def test_the_study_note_names_the_confirmed_winner_and_the_metric_is_named(
     assert detail["objective_names"] == [METRIC_NAME]
     note = detail["note"]["body"]
     assert note.startswith(BEGIN)
-    assert f"## Confirmed winner: {label} (EMULATED accelerator)" in note
+    # On a busy machine the confirmation may be inconclusive; both say so in the same words.
+    title = "Inconclusive winner (busy machine)" if best["inconclusive"] else "Confirmed winner"
+    assert f"## {title}: {label} (EMULATED accelerator)" in note
     assert f"**{best['images_per_s']:.1f} img/s (median of 1 interleaved" in note
     assert f"trial {best['trial']}." in note
     trials = {t["number"]: t for t in detail["trials"]}
-    assert trials[best["trial"]]["note"]["body"].startswith(f"{BEGIN}\n\n**Confirmed winner**")
+    assert trials[best["trial"]]["note"]["body"].startswith(f"{BEGIN}\n\n**{title}**")
 
 
 def test_every_trial_has_a_note_and_measured_trials_their_window_picture(

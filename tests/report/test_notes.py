@@ -104,3 +104,19 @@ def test_a_run_with_the_trial_hooks_notes_each_trial_and_attaches_its_windows(
         files = [a.filename for a in get_all_artifact_meta(t, storage=study._storage)]
         assert files == ([] if "repeat_of" in t.user_attrs else [WINDOWS_PNG])
     assert get_note(study) == ""  # the study note is the confirming run's (publish), not theirs
+
+
+def test_an_inconclusive_answer_is_never_headlined_as_confirmed(hand_study):
+    # A default run on a busy machine: the note and the report called it "Confirmed winner".
+    from loadersearch.report._html import render_html
+
+    confirmation = {**hand_study.user_attrs["confirmation"], "busy_rounds": 2}
+    hand_study.set_user_attr("confirmation", confirmation)
+    summary = summarize(hand_study)
+    note = study_note(summary, importances(hand_study))
+    assert f"## Inconclusive winner (busy machine): {WINNER.label()}" in note
+    assert "Confirmed winner" not in note and "Inconclusive: 2 of 3" in note
+    ctx = NoteContext.of(hand_study, summary)
+    assert trial_note(hand_study.trials[3], ctx).startswith("**Inconclusive winner")
+    page = render_html(summary, importances(hand_study), {})
+    assert "Confirmed winner" not in page and "Inconclusive: 2 of 3" in page
