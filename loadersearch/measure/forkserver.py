@@ -357,8 +357,9 @@ def _run_child(sock: socket.socket, request: dict[str, Any], out_fd: int, log_fd
         server = os.getppid()
         sock.close()
         from loadersearch.measure import child
+        from loadersearch.measure.process import die_with_parent
 
-        child._die_with_parent()  # the parent is now the server
+        die_with_parent()  # the parent is now the server
         if os.getppid() != server:  # the server died before the line above took effect
             os._exit(1)
         signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -441,9 +442,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog=MODULE)
     parser.add_argument("--fd", type=int, required=True, help="the SOCK_SEQPACKET socket")
     args = parser.parse_args(argv)
-    from loadersearch.measure.child import _die_with_parent
+    from loadersearch.measure.process import die_with_parent
 
-    _die_with_parent()
+    die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent ends us by closing the socket
     sock = socket.socket(fileno=args.fd)
     t0 = time.perf_counter()
