@@ -42,86 +42,11 @@ from loadersearch.diagnose.findings import (
     knee,
     scaling_ladder,
 )
-from loadersearch.diagnose.timeline import Sampler
+from loadersearch.diagnose.measuring import Runner
 from loadersearch.diagnose.verdict import _conclude, _remedies, _verdict, _whatif
-from loadersearch.measure import MeasureResult, measure, pagecache
-from loadersearch.search.objective import unusable_input
+from loadersearch.measure import pagecache
 
 logger = logging.getLogger(__name__)
-
-class _Runner:
-    """Runs the measurements of one diagnosis, each with a timeline."""
-
-    def __init__(
-        self,
-        spec: WorkloadSpec,
-        plan: MeasurePlan,
-        files: list[str],
-        on_phase: Callable[[str], None],
-        interval: float,
-    ) -> None:
-        self.spec = spec
-        self.plan = plan
-        self.files = files
-        self.on_phase = on_phase
-        self.interval = interval
-
-    def run(
-        self,
-        name: str,
-        what: str,
-        config: LoaderConfig,
-        *,
-        spec: WorkloadSpec | None = None,
-        cache: str = "warm",  # warm | cold | as-is
-        resident: bool = False,
-        timeline: bool = True,
-    ) -> Measurement:
-        self.on_phase(f"{name}: {what}")
-        spec = spec or self.spec
-        extra = dict(self.plan.extra)
-        if resident:
-            extra["resident"] = True
-        residency_before = None
-        if cache == "cold":
-            extra["cold_cache"] = True
-        elif cache == "warm" and self.files:
-            pagecache.warm(self.files)
-            residency_before = pagecache.residency(self.files).fraction
-        plan = dataclasses.replace(self.plan, extra=extra)
-        sampler = Sampler(self.interval).start() if timeline else None
-        try:
-            result: MeasureResult = measure(spec, config, plan)
-        finally:
-            if sampler is not None:
-                sampler.stop()
-        tl = sampler.timeline(result.steps) if sampler is not None else None
-        m = Measurement(
-            name=name,
-            what=what,
-            config=config,
-            status=result.status,
-            message=result.message,
-            rate=result.objective if result.ok else 0.0,
-            steady_rate=result.steady_rate if result.ok else 0.0,
-            wait_fraction=result.wait_fraction,
-            window_cv=result.window_cv,
-            device=result.device,
-            windows=len(result.windows),
-            outside_share=result.outside_share,
-            busy_host=result.busy_host,
-            timeline=tl,
-            page_cache=result.page_cache,
-            residency_before=residency_before,
-        )
-        unusable = unusable_input(result, spec, resume=False)
-        if unusable is not None:  # a bad image or pipeline fails every measurement alike
-            raise unusable
-        self.img_size = result.img_size
-        self.dataset_images = result.dataset_images
-        if not m.ok:
-            logger.warning("%s: %s (%s)", name, result.status, result.message)
-        return m
 
 
 def _loader_spec(spec: WorkloadSpec, img_size: int | None) -> WorkloadSpec:
@@ -198,7 +123,7 @@ def _diagnose(
     if max_workers is None:
         max_workers = min(2 * cpus, 32)
     files = pagecache.dataset_files(spec.data) if spec.data and os.path.isdir(spec.data) else []
-    runner = _Runner(spec, plan, files, on_phase, interval)
+    runner = Runner(spec, plan, files, on_phase, interval)
     load_before = os.getloadavg()[0]
 
     ceiling = runner.run(

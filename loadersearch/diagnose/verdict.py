@@ -31,9 +31,10 @@ from loadersearch.diagnose.findings import (
 from loadersearch.errors import LoaderSearchError
 
 if TYPE_CHECKING:
-    from loadersearch.diagnose.diagnosis import _Runner
+    from loadersearch.diagnose.measuring import Runner
 
 logger = logging.getLogger(__name__)
+
 
 def _verdict(d: Diagnosis) -> None:
     c, w = d.rate("ceiling"), d.rate("warm")
@@ -103,7 +104,7 @@ def noise(a: Measurement, b: Measurement) -> float:
 
 def _remedies(
     d: Diagnosis,
-    runner: _Runner,
+    runner: Runner,
     spec: WorkloadSpec,
     config: LoaderConfig,
     extra: list[tuple[str, WorkloadSpec]],

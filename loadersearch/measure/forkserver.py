@@ -44,6 +44,7 @@ from typing import Any
 from loadersearch.config import WorkloadSpec
 from loadersearch.errors import LoaderSearchError, ResourceLimitError
 from loadersearch.limits import address_space_problem, limit_problem
+from loadersearch.measure.process import die_with_parent
 from loadersearch.storage._url import environ_without_storage
 
 logger = logging.getLogger(__name__)
@@ -358,7 +359,7 @@ def _run_child(sock: socket.socket, request: dict[str, Any], out_fd: int, log_fd
         sock.close()
         from loadersearch.measure import child
 
-        child._die_with_parent()  # the parent is now the server
+        die_with_parent()  # the parent is now the server
         if os.getppid() != server:  # the server died before the line above took effect
             os._exit(1)
         signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -441,9 +442,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog=MODULE)
     parser.add_argument("--fd", type=int, required=True, help="the SOCK_SEQPACKET socket")
     args = parser.parse_args(argv)
-    from loadersearch.measure.child import _die_with_parent
-
-    _die_with_parent()
+    die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent ends us by closing the socket
     sock = socket.socket(fileno=args.fd)
     t0 = time.perf_counter()

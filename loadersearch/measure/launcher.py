@@ -15,6 +15,8 @@ import time
 from typing import Any, TextIO
 
 from loadersearch.config import LoaderConfig, MeasurePlan, WorkloadSpec
+from loadersearch.measure.notes import PRECISION_NOTE, precision_note
+from loadersearch.measure.process import send_line
 from loadersearch.measure.rank_results import (
     RankFailure,
     exit_failure,
@@ -34,6 +36,7 @@ logger = logging.getLogger(__name__)
 # After a collective fails in one rank, how long to wait for the failure of the peer that
 # caused it (a dead rank's sentinel fires at once; this only covers a busy machine).
 PEER_GRACE_S = 2.0
+
 
 class _Job:
     """What the launcher knows of its ranks while they run, and what it reports on ``out``."""
@@ -64,9 +67,7 @@ class _Job:
         self.full_images = 0  # the job's full epoch, known once every rank is ready
 
     def _send(self, kind: str, **data: Any) -> None:
-        from loadersearch.measure.child import _send
-
-        _send(self.out, kind, **data)
+        send_line(self.out, kind, **data)
 
     def fail(self, failure: RankFailure, traceback_text: str = "") -> None:
         if any(f.rank == failure.rank for f in self.failures):
@@ -167,7 +168,6 @@ class _Job:
         )
 
     def report_result(self) -> None:
-        from loadersearch.measure.child import PRECISION_NOTE, precision_note
         from loadersearch.measure.projection import epoch_time_precision, project, window_cv
 
         world = self.world_size

@@ -16,6 +16,7 @@ import mmap
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 PAGE = mmap.PAGESIZE
 _PROT_READ = 0x1
@@ -166,3 +167,29 @@ def warm(paths: Iterable[str], chunk: int = 1 << 20) -> int:
         except OSError:
             continue
     return total
+
+
+class ColdCache:
+    """A cold measurement's evictions: the dataset's files under ``root`` are evicted before
+    each measured epoch, and what ``mincore`` said was still resident right after each
+    eviction is kept for the result (``page_cache``)."""
+
+    def __init__(self, root: str | None) -> None:
+        self.files = dataset_files(root) if root and os.path.isdir(root) else []
+        self.after: list[dict[str, Any]] = []
+
+    def evict(self, epoch: int) -> None:
+        evict(self.files)
+        self.after.append(residency(self.files).to_dict())
+
+    def summary(self) -> dict[str, Any]:
+        fractions = [a["fraction"] for a in self.after]
+        checked = bool(self.after) and all(f is not None for f in fractions)
+        return {
+            "files": len(self.files),
+            "bytes": self.after[0]["bytes"] if self.after else 0,
+            "evictions": len(self.after),
+            "checked": checked,
+            # the worst epoch: how much of the dataset was still in memory after eviction
+            "resident_after_evict": max(fractions) if checked else None,
+        }

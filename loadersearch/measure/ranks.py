@@ -41,8 +41,8 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import functools
 import logging
-import math
 import multiprocessing
 import os
 import time
@@ -51,9 +51,9 @@ from collections.abc import Callable
 from typing import Any
 
 from loadersearch.config import LoaderConfig, MeasurePlan, WorkloadSpec
-from loadersearch.measure.projection import full_epoch_images
+from loadersearch.measure.body import RankRole, measure_share
+from loadersearch.measure.process import die_with_parent
 from loadersearch.measure.rank_results import rank_failure
-from loadersearch.measure.result import Window
 
 logger = logging.getLogger(__name__)
 
@@ -89,9 +89,7 @@ def rank_main(rank: int, conns: list[Any], job: dict[str, Any]) -> None:
     Reports on its own pipe (``conns[rank]``) what the single measuring child writes on its
     pipe, as ``(kind, data)`` tuples; an exception becomes an ``("error", ...)`` message and
     exit code 1."""
-    from loadersearch.measure.child import _die_with_parent
-
-    _die_with_parent()  # SIGKILL with the launcher (torch.multiprocessing asks for SIGINT)
+    die_with_parent()  # SIGKILL with the launcher (torch.multiprocessing asks for SIGINT)
     # A spawned process keeps "spawn" as its default start method; a torchrun worker is a
     # fresh interpreter with the platform's default. (The measured DataLoader names its start
     # method anyway: LoaderConfig.start_method.)
@@ -152,14 +150,11 @@ def _run_rank(
     plan: MeasurePlan,
     started: float,
 ) -> None:
+    """Join the job's process group, measure this rank's share, leave the group."""
     import torch
     import torch.distributed as dist
 
-    from loadersearch.measure.child import finish_by, sizing_notes
-    from loadersearch.measure.loop import run_loop
-    from loadersearch.measure.probes import Probes
-    from loadersearch.measure.projection import project
-    from loadersearch.workload import create_workload, resolve_device
+    from loadersearch.workload import resolve_device
 
     cuda = resolve_device(wspec.device) == "cuda"
     if cuda:
@@ -172,110 +167,40 @@ def _run_rank(
         torch.cuda.set_device(rank)  # "cuda" below is this rank's device
     backend = backend_for(cuda)
     _arrive(rank, world_size, plan)
-    extra = {"device_id": torch.device("cuda", rank)} if cuda else {}
+    device = torch.device("cuda", rank) if cuda else torch.device("cpu")
     dist.init_process_group(
         backend,
         init_method="env://",
         timeout=datetime.timedelta(seconds=min(plan.stall_s, plan.timeout_s)),
-        **extra,
+        **({"device_id": device} if cuda else {}),
     )
-
-    def ddp(model: Any) -> Any:
-        from torch.nn.parallel import DistributedDataParallel
-
-        return DistributedDataParallel(model, device_ids=[rank] if cuda else None)
-
-    workload = create_workload(
-        wspec, batch_size=config.batch_size, wrap_model=ddp if wspec.kind == "train" else None
-    )
-    if wspec.kind == "emulated":
-        workload.step = _lockstep(workload.step, workload.device, cuda)
     barrier_kwargs = {"device_ids": [rank]} if cuda else {}
 
     def barrier() -> None:
         dist.barrier(**barrier_kwargs)
 
     def agree(n: int) -> int:  # every rank measures epochs of the same length: the shortest
-        value = torch.tensor([n], dtype=torch.int64, device=workload.device)
+        value = torch.tensor([n], dtype=torch.int64, device=device)
         dist.all_reduce(value, op=dist.ReduceOp.MIN)
         return int(value.item())
 
-    probes = Probes(workload.device.index if cuda else None).start()
-    memory = None
-    if cuda:  # the cap per device, as one process enforces it (measure.cuda)
-        from loadersearch.measure.cuda import CudaMemory
+    def ddp(model: Any) -> Any:
+        from torch.nn.parallel import DistributedDataParallel
 
-        cap = wspec.vram_cap if wspec.kind != "emulated" else None
-        memory = CudaMemory(workload.device, cap, probes.process_used)
-        memory.apply_cap()
-    dataset_len = len(workload.dataset)
-    send(
-        "ready",
-        device=workload.device_label,
-        backend=backend,
-        img_size=workload.img_size,
-        dataset_len=dataset_len,
-        emulated=workload.emulated,
-        notes=list(workload.notes),
-        pid=os.getpid(),
+        return DistributedDataParallel(model, device_ids=[rank] if cuda else None)
+
+    role = RankRole(
+        rank,
+        world_size,
+        backend,
+        barrier,
+        agree,
+        wrap_model=ddp if wspec.kind == "train" else None,
+        wrap_step=functools.partial(_lockstep, device=device, cuda=cuda)
+        if wspec.kind == "emulated"
+        else None,
     )
-
-    def on_measuring(measuring: bool) -> None:
-        if measuring:
-            if memory is not None:
-                memory.begin_measured()
-            probes.begin_measured()
-        else:
-            probes.end_measured()
-        send("measuring", measuring=measuring)
-
-    windows: list[Window] = []
-
-    def on_window(w: Window) -> None:
-        windows.append(w)
-        send("window", **w.to_dict())
-
-    try:
-        record = run_loop(
-            workload,
-            config,
-            plan,
-            seed=wspec.seed,
-            on_window=on_window,
-            on_warmup=lambda epoch, seconds: send("warmup", epoch=epoch, seconds=seconds),
-            on_measuring=on_measuring,
-            after_first_step=memory.settle if memory is not None else None,
-            rank=rank,
-            world_size=world_size,
-            barrier=barrier,
-            agree=agree,
-            on_extra=lambda n, precision: send("extra_epoch", n=n, precision=precision),
-            finish_by=finish_by(plan, started),
-        )
-    finally:
-        probes.stop()
-    cuda_fields = memory.summary() if memory is not None else {}
-    per_rank_images = full_epoch_images(math.ceil(dataset_len / world_size), config.batch_size)
-    proj = project(record.epochs, config.batch_size, config.num_workers, per_rank_images)
-    seconds = sum(w.seconds for w in windows)
-    send(
-        "result",
-        epochs=record.epochs,
-        warmup_s=record.warmup_s,
-        epoch_steps=record.steps,
-        extra_epochs=record.extra_epochs,
-        extend_bound=record.extend_bound,
-        extend_budget_s=record.extend_budget_s,
-        steady_rate=proj.steady_rate,
-        wait_fraction=sum(w.wait_s for w in windows) / seconds if seconds > 0 else 0.0,
-        window_rates=[w.rate for w in windows],
-        peak_vram_bytes=(
-            cuda_fields["peak_reserved_bytes"] if memory is not None else workload.peak_vram()
-        ),
-        notes=cuda_fields.pop("notes", []) + sizing_notes(record, plan, config),
-        cuda=cuda_fields,
-        **probes.summary(),
-    )
+    measure_share(send, wspec, config, plan, started, role)
     try:
         dist.destroy_process_group()
     except Exception:  # the launcher has what it needs; it and its ranks are killed next

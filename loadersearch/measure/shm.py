@@ -17,6 +17,8 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from loadersearch.units import fmt_bytes
+
 if TYPE_CHECKING:
     from loadersearch.config import WorkloadSpec
 
@@ -42,17 +44,6 @@ class ShmSpace:
 
     def describe(self) -> str:
         return f"/dev/shm {fmt_bytes(self.size_bytes)}, {fmt_bytes(self.free_bytes)} free"
-
-
-def fmt_bytes(n: float | None) -> str:
-    """1.5 GiB, 64.0 MiB, 512 B."""
-    if n is None:
-        return "n/a"
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
-        n /= 1024
-    return f"{n} B"  # pragma: no cover
 
 
 def shm_space(path: str = SHM_DIR) -> ShmSpace | None:

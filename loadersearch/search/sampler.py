@@ -45,7 +45,6 @@ import logging
 import random
 import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 import optuna
@@ -53,7 +52,9 @@ from optuna.distributions import BaseDistribution, CategoricalDistribution, IntD
 from optuna.trial import FrozenTrial, TrialState
 
 from loadersearch.config import SAMPLERS, LoaderConfig
-from loadersearch.search.space import SearchSpace, config_from_params
+from loadersearch.search.observations import Observation, observations
+from loadersearch.search.space import SearchSpace
+from loadersearch.search.structured import StructuredStrategy
 
 if TYPE_CHECKING:
     from optuna import Study
@@ -66,55 +67,6 @@ REDRAWS = 3  # the strategy's own next candidates before a random unmeasured one
 # the default on every landscape of the zoo, docs/benchmarks/landscape-zoo.md).
 HOST_AWARE = "structured-host"
 N_STARTUP = {"structured": 0, HOST_AWARE: 0, "tpe": 5, "gp": 5, "random": 0}  # baselines apart
-COMPLETE, PRUNED, INFEASIBLE, PENDING = "complete", "pruned", "infeasible", "pending"
-
-
-@dataclass(frozen=True)
-class Observation:
-    """What the study holds about one trial, as the strategies read it."""
-
-    number: int
-    config: LoaderConfig
-    state: str  # complete | pruned | infeasible | pending (running or queued)
-    value: float | None  # the objective (complete); the last window value (pruned); else None
-    baseline: bool
-
-
-def observations(
-    study: Study, space: SearchSpace, *, exclude: int | None = None
-) -> list[Observation]:
-    """Every trial of ``study`` that holds or will hold a measurement, as observations (FAIL
-    trials, crashes of the tool, are left out: their configuration may be tried again; so are
-    AutoLoader's online results, whose value is another measure: the search measures that
-    configuration itself)."""
-    fixed = space.fixed()
-    out = []
-    states = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING, TrialState.WAITING)
-    for t in study.get_trials(deepcopy=False, states=states):
-        if t.number == exclude or t.user_attrs.get("online"):
-            continue  # an AutoLoader result measures a real loop, not this objective
-        params = t.params if t.params else t.system_attrs.get("fixed_params") or {}
-        if not params and not fixed:
-            continue  # a trial that has not suggested anything yet
-        try:
-            config = config_from_params(params, fixed)
-        except (TypeError, ValueError):
-            continue
-        baseline = bool(t.user_attrs.get("baseline"))
-        if t.state == TrialState.COMPLETE:
-            feasible = t.user_attrs.get("feasible", True) and not any(
-                v > 0 for v in t.constraints.values()
-            )
-            state = COMPLETE if feasible and t.value is not None else INFEASIBLE
-            value = float(t.value) if state == COMPLETE else None
-        elif t.state == TrialState.PRUNED:
-            state = PRUNED
-            steps = t.intermediate_values
-            value = float(steps[max(steps)]) if steps else None
-        else:
-            state, value = PENDING, None
-        out.append(Observation(t.number, config, state, value, baseline))
-    return out
 
 
 class Strategy(Protocol):
@@ -287,8 +239,6 @@ def make_sampler(
     """The study's sampler: strategy ``name`` (one of :data:`SAMPLERS`) over ``space``.
     ``prefer_pin``: start the structured search with pinned memory (a CUDA device is used)."""
     if name in ("structured", HOST_AWARE):
-        from loadersearch.search.structured import StructuredStrategy
-
         strategy: Strategy = StructuredStrategy(
             space, prefer_pin=prefer_pin, host_aware=name == HOST_AWARE
         )

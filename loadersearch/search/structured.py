@@ -32,7 +32,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from loadersearch.config import DEFAULT_PREFETCH, LoaderConfig
-from loadersearch.search.sampler import COMPLETE, Observation
+from loadersearch.search.observations import COMPLETE, Observation
 from loadersearch.search.space import SearchSpace
 
 if TYPE_CHECKING:

@@ -22,14 +22,20 @@ refuses a database without Optuna's tables unchanged. :func:`study_lock` seriali
 of one study among processes (:mod:`._lock`).
 
 Environment settings (heartbeat timing, retry and connect timeouts) are in :mod:`._settings`;
-where a study's artifacts (trial pictures) live, in :mod:`._artifacts`.
+where a study's artifacts (trial pictures) live, in :mod:`._artifacts` (opened by
+:mod:`._open`).
 """
 
 from __future__ import annotations
 
-from loadersearch.storage._artifacts import ARTIFACTS_ENV, artifact_dir, open_artifact_store
+from loadersearch.storage._artifacts import ARTIFACTS_ENV, artifact_dir
 from loadersearch.storage._lock import study_lock
-from loadersearch.storage._open import open_existing_storage, open_storage, study_hosts
+from loadersearch.storage._open import (
+    open_artifact_store,
+    open_existing_storage,
+    open_storage,
+    study_hosts,
+)
 from loadersearch.storage._settings import heartbeat_settings
 from loadersearch.storage._sqlite import (
     filesystem_type,

@@ -7,7 +7,9 @@ import errno
 import os
 
 from loadersearch.errors import DiskFullError, StorageError
+from loadersearch.storage._artifacts import ARTIFACTS_ENV
 from loadersearch.storage._sqlite import filesystem_type
+from loadersearch.units import fmt_bytes
 
 # SQLite in WAL mode appends every transaction to the -wal file and checkpoints it back every
 # 1000 pages (4 MiB); the database grows by a few KiB a trial. Below this much free space a
@@ -27,8 +29,6 @@ def _mount_point(path: str) -> str:
 
 def describe_space(path: str) -> str:
     """``"tmpfs mounted at /data: 12.0 KiB free of 2.0 MiB"`` for the file system of ``path``."""
-    from loadersearch.measure.shm import fmt_bytes  # the tool's one byte formatter
-
     directory = os.path.dirname(os.path.abspath(path)) or "."
     while not os.path.isdir(directory) and os.path.dirname(directory) != directory:
         directory = os.path.dirname(directory)
@@ -64,8 +64,6 @@ def full_message(path: str, what: str = "the study database") -> str:
 
 def check_free_space(path: str, minimum: int = MIN_FREE_BYTES) -> None:
     """Refuse to start on a SQLite file whose file system has less than ``minimum`` free."""
-    from loadersearch.measure.shm import fmt_bytes
-
     free = free_bytes(path)
     if free is not None and free < minimum:
         raise DiskFullError(
@@ -134,8 +132,6 @@ def check_writable(db_path: str | None, artifacts: str | None) -> None:
     """Refuse, before anything is created, a run whose SQLite database ``db_path`` (with the
     -wal and -shm files SQLite writes beside it) or artifacts directory ``artifacts`` cannot
     be written; one line naming both, the directory that stops them and the fix."""
-    from loadersearch.storage._artifacts import ARTIFACTS_ENV
-
     blocked = [
         (what, path, why)
         for what, path in (("db", db_path), ("artifacts", artifacts))

@@ -1,4 +1,5 @@
-"""Opening study storage: the one place that builds an ``RDBStorage``."""
+"""Opening study storage: the one place that builds an ``RDBStorage``, and the study's artifact
+store beside it."""
 
 from __future__ import annotations
 
@@ -7,9 +8,10 @@ import os
 import random
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar
 
 from loadersearch.errors import StorageError, StudyError
+from loadersearch.storage._artifacts import artifact_dir
 from loadersearch.storage._disk import check_free_space, check_writable, disk_full_error
 from loadersearch.storage._lock import file_lock, sqlite_lock_path
 from loadersearch.storage._retrying import retrying_storage_class, server_full
@@ -33,6 +35,7 @@ from loadersearch.storage._url import (
 
 if TYPE_CHECKING:
     import optuna
+    from optuna.artifacts import FileSystemArtifactStore
 
 _logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -280,8 +283,6 @@ def check_run_storage(url: str, *, artifacts: bool = True) -> None:
     tables (a run would add Optuna's twelve to it; only a new or empty file, or one with
     Optuna's tables, is written), and a SQLite database or (``artifacts``) artifacts directory
     that cannot be written (a read-only file system). The file is only read, read-only."""
-    from loadersearch.storage._artifacts import artifact_dir
-
     path = sqlite_path(url)
     if path is not None and os.path.isfile(path) and os.path.getsize(path) > 0:
         _require_optuna_schema(
@@ -298,3 +299,35 @@ def study_hosts(storage: optuna.storages.BaseStorage, study_id: int) -> list[str
     """Distinct host names recorded (trial user attr ``host``) on a study's trials."""
     hosts = {t.user_attrs.get("host") for t in storage.get_all_trials(study_id, deepcopy=False)}
     return sorted(h for h in hosts if isinstance(h, str) and h)
+
+
+def open_artifact_store(url: str, *, create: bool = True) -> FileSystemArtifactStore | None:
+    """The artifact store of the storage ``url``, or None. ``create`` (a process that runs
+    trials): its folder is created, after the checks a run makes before it creates anything
+    (:func:`check_run_storage`: a read-only disk or another application's database is refused
+    in one line). Without, for a reader (``dashboard``):
+    None unless the folder is there, so that reading a study leaves no folder beside it."""
+    from optuna.artifacts import FileSystemArtifactStore
+
+    folder = artifact_dir(url)
+    if folder is None:
+        return None
+    if create:
+        check_run_storage(url)
+        return _created_on_write(folder)
+    if not os.path.isdir(folder):
+        return None
+    return FileSystemArtifactStore(folder)
+
+
+def _created_on_write(folder: str) -> FileSystemArtifactStore:
+    """An artifact store whose folder is made at its first write: a run refused after the
+    storage check (a read-only cache directory, say) leaves no empty folder behind."""
+    from optuna.artifacts import FileSystemArtifactStore
+
+    class CreatedOnWrite(FileSystemArtifactStore):
+        def write(self, artifact_id: str, content_body: BinaryIO) -> None:
+            os.makedirs(self._base_path, exist_ok=True)
+            super().write(artifact_id, content_body)
+
+    return CreatedOnWrite(folder)

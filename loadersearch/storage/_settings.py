@@ -6,6 +6,11 @@ import os
 from typing import Any
 
 from loadersearch.errors import StorageError
+from loadersearch.storage._sqlite import (
+    SQLITE_BUSY_TIMEOUT,
+    sqlite_path,
+    sqlite_readonly_connect,
+)
 
 # "INTERVAL,GRACE" in seconds, e.g. "1,3" in tests; default below.
 HEARTBEAT_ENV = "LOADERSEARCH_HEARTBEAT"
@@ -16,7 +21,6 @@ DEFAULT_RETRY_SECONDS = 120.0
 # Seconds to wait for a TCP connection to a database server.
 CONNECT_TIMEOUT_ENV = "LOADERSEARCH_DB_CONNECT_TIMEOUT"
 DEFAULT_CONNECT_TIMEOUT = 10
-SQLITE_BUSY_TIMEOUT = 60  # seconds SQLite waits on a lock held by another process
 
 
 def heartbeat_settings() -> tuple[int, int]:
@@ -62,8 +66,6 @@ def readonly_engine_kwargs(url: str) -> dict[str, Any]:
     """Engine arguments that open ``url`` read-only: SQLite's ``mode=ro`` (see
     :func:`~loadersearch.storage._sqlite.sqlite_readonly_connect`), or a server session whose
     transactions are read-only, so that a command that only reads cannot write by accident."""
-    from loadersearch.storage._sqlite import sqlite_path, sqlite_readonly_connect
-
     kwargs = engine_kwargs(url)
     path = sqlite_path(url)
     if path is not None:

@@ -40,6 +40,8 @@ NETWORK_FILESYSTEMS = frozenset(
     }
 )
 
+SQLITE_BUSY_TIMEOUT = 60  # seconds SQLite waits on a lock held by another process
+
 _SERVER_ADVICE = (
     "Use a PostgreSQL or MySQL server for studies shared by several machines "
     "(--storage postgresql+psycopg://USER@HOST/DB), as Optuna's documentation advises."
@@ -79,8 +81,6 @@ def sqlite_readonly_connect(path: str) -> Any:
     gave "database disk image is malformed"; it is used only on read-only media, which nobody
     writes.) With ``poolclass=NullPool`` each session's connection closes when it ends."""
     from urllib.parse import quote
-
-    from loadersearch.storage._settings import SQLITE_BUSY_TIMEOUT
 
     absolute = os.path.abspath(path)
     beside = (f"{absolute}-wal", f"{absolute}-shm")

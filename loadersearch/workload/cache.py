@@ -47,7 +47,7 @@ from typing import Any
 import numpy as np
 
 from loadersearch.errors import DatasetError, DiskFullError
-from loadersearch.measure.shm import fmt_bytes
+from loadersearch.units import fmt_bytes
 
 log = logging.getLogger(__name__)
 

@@ -346,7 +346,7 @@ def test_added_epochs_wait_at_the_planned_epochs_edges_so_they_are_timed_alike()
 
 
 def test_added_epochs_stop_at_the_measurements_time_limit_and_the_note_names_it() -> None:
-    from loadersearch.measure.child import precision_note
+    from loadersearch.measure.notes import precision_note
 
     workload = _Workload(dataset=_UnevenReads())
     plan = MeasurePlan(epochs=2, steps=4, windows_per_epoch=2, warmup_epochs=1, warmup_steps=2,

@@ -8,7 +8,7 @@ from collections.abc import Callable
 import pytest
 
 from loadersearch.config import LoaderConfig
-from loadersearch.search.sampler import COMPLETE, INFEASIBLE, PRUNED, Observation
+from loadersearch.search.observations import COMPLETE, INFEASIBLE, PRUNED, Observation
 from loadersearch.search.space import SearchSpace
 from loadersearch.search.structured import StructuredStrategy, ladder
 

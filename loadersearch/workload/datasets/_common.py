@@ -80,7 +80,7 @@ def xyxy_to_norm(cls, x1, y1, x2, y2, w: float, h: float) -> np.ndarray:
 @contextlib.contextmanager
 def quiet_bomb_warning() -> Iterator[None]:
     """PIL's DecompressionBombWarning (an image over ``Image.MAX_IMAGE_PIXELS``) names no file:
-    the dataset check names the file and its size once (index.header_problem); every later
+    the dataset check names the file and its size once (decode.header_problem); every later
     open of it keeps quiet."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", Image.DecompressionBombWarning)

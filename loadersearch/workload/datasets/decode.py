@@ -1,14 +1,17 @@
-"""Decoding one image to upright RGB, with errors that name the file."""
+"""Decoding one image to upright RGB, with errors that name the file; checking an image's
+header (the dataset check, before any measurement)."""
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import numpy as np
 from PIL import Image, ImageOps
 
 from loadersearch.errors import BadSampleError
-from loadersearch.workload.datasets._common import quiet_bomb_warning
+from loadersearch.units import fmt_bytes
+from loadersearch.workload.datasets._common import log, quiet_bomb_warning
 
 
 class SampleError(BadSampleError):
@@ -40,6 +43,7 @@ class SampleError(BadSampleError):
                 return path, f"{reason} ({where})"
         return "<DataLoader worker>", text.strip().splitlines()[-1]
 
+
 def decode(path: str, file: Any = None) -> Image.Image:
     """An upright RGB image, or :class:`SampleError` naming the file and the reason.
     ``file``: the file's bytes already read (a file object: the RAM cache), else ``path`` is
@@ -56,3 +60,29 @@ def decode(path: str, file: Any = None) -> Image.Image:
         raise SampleError(path, "image file does not exist") from e
     except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as e:
         raise SampleError(path, f"cannot decode image: {type(e).__name__}: {e}") from e
+
+
+def header_problem(path: str) -> str | None:
+    """Why the file at ``path`` is not an image PIL can open, or None. Reads the header only
+    (a few KB): a truncated image is found when it is decoded, in the measurement."""
+    try:
+        with warnings.catch_warnings(record=True) as said:
+            warnings.simplefilter("always", Image.DecompressionBombWarning)
+            with Image.open(path) as im:
+                width, height = im.size
+    except FileNotFoundError:
+        return "image file does not exist"
+    except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as e:
+        return f"cannot decode image: {type(e).__name__}: {e}"
+    for w in said:
+        if issubclass(w.category, Image.DecompressionBombWarning):
+            # PIL's own warning names no file; what it refuses outright is the error above
+            log.warning(
+                "%s is %d x %d pixels (%.0f megapixels; PIL warns of a decompression bomb "
+                "over %.0f): decoding it takes about %s of memory and is slow; resize it "
+                "unless that size is meant", path, width, height, width * height / 1e6,
+                Image.MAX_IMAGE_PIXELS / 1e6, fmt_bytes(3 * width * height),
+            )  # fmt: skip
+        else:  # not ours to judge: shown as it would have been
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    return None

@@ -11,7 +11,6 @@ refused before a study or a trial exists for it (a bad dataset creates no trial)
 from __future__ import annotations
 
 import os
-import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -21,6 +20,7 @@ from loadersearch.config import FORMATS
 from loadersearch.errors import DatasetError
 from loadersearch.workload.datasets._common import SKIP_HINT, Problems, log
 from loadersearch.workload.datasets.coco import read_coco
+from loadersearch.workload.datasets.decode import header_problem
 from loadersearch.workload.datasets.detect import detect_format
 from loadersearch.workload.datasets.skipped import RECORDED_NAMES
 from loadersearch.workload.datasets.voc import read_voc
@@ -107,36 +107,6 @@ class DatasetCheck:
             "undecodable": self.undecodable,
             "reasons": self.reasons,
         }
-
-
-def header_problem(path: str) -> str | None:
-    """Why the file at ``path`` is not an image PIL can open, or None. Reads the header only
-    (a few KB): a truncated image is found when it is decoded, in the measurement."""
-    from PIL import Image
-
-    try:
-        with warnings.catch_warnings(record=True) as said:
-            warnings.simplefilter("always", Image.DecompressionBombWarning)
-            with Image.open(path) as im:
-                width, height = im.size
-    except FileNotFoundError:
-        return "image file does not exist"
-    except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as e:
-        return f"cannot decode image: {type(e).__name__}: {e}"
-    for w in said:
-        if issubclass(w.category, Image.DecompressionBombWarning):
-            from loadersearch.measure.shm import fmt_bytes
-
-            # PIL's own warning names no file; what it refuses outright is the error above
-            log.warning(
-                "%s is %d x %d pixels (%.0f megapixels; PIL warns of a decompression bomb "
-                "over %.0f): decoding it takes about %s of memory and is slow; resize it "
-                "unless that size is meant", path, width, height, width * height / 1e6,
-                Image.MAX_IMAGE_PIXELS / 1e6, fmt_bytes(3 * width * height),
-            )  # fmt: skip
-        else:  # not ours to judge: shown as it would have been
-            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
-    return None
 
 
 def check_dataset(

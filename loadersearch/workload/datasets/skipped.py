@@ -63,7 +63,7 @@ def announce(found: list[tuple[str, str]]) -> list[str]:
     """The files of ``found`` that failed only when decoded (their header is fine: the dataset
     check did not see them), as ``"path: reason"``; each one is logged as a warning the first
     time this process meets it. A file whose header is bad was named by the check already."""
-    from loadersearch.workload.datasets.index import header_problem
+    from loadersearch.workload.datasets.decode import header_problem  # imports PIL
 
     decoded = []
     for path, reason in found:
