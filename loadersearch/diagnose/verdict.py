@@ -10,6 +10,8 @@ import logging
 import math
 from typing import TYPE_CHECKING
 
+import psutil
+
 from loadersearch.config import LoaderConfig, WorkloadSpec
 from loadersearch.diagnose.findings import (
     COMPUTE,
@@ -185,12 +187,7 @@ def _whatif(d: Diagnosis, target_rate: float | None) -> None:
     w["ram_cache_bytes"] = d.dataset_bytes  # the encoded files, as they are on disk
     if d.img_size and d.dataset_images:
         w["memmap_bytes"] = d.dataset_images * d.img_size * d.img_size * 3
-    try:
-        import psutil
-
-        w["available_ram_bytes"] = psutil.virtual_memory().available
-    except ImportError:  # pragma: no cover - psutil is a dependency
-        pass
+    w["available_ram_bytes"] = psutil.virtual_memory().available
 
 
 def _helps(d: Diagnosis, r: Remedy) -> bool:

@@ -132,15 +132,12 @@ def write_figures_html(figs: dict[str, go.Figure], out_dir: str) -> list[str]:
 
 
 def write_pngs(study: optuna.Study, out_dir: str, importance: Importance) -> list[str]:
-    try:
-        import matplotlib
+    import matplotlib
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-        import optuna.visualization.matplotlib as pm
-    except ImportError:
-        _logger.warning("matplotlib is not installed: no PNG plots")
-        return []
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import optuna.visualization.matplotlib as pm
+
     makers: dict[str, Callable[[], Any]] = {
         "history": lambda: pm.plot_optimization_history(study, target_name=METRIC),
         "importance": lambda: _importance_axes(importance),
