@@ -48,7 +48,6 @@ from loadersearch.search.objective import (
     default_measure,
 )
 from loadersearch.search.opening import (
-    make_sampler,
     open_study,
     ranks_notice,
     require_joinable,
@@ -360,7 +359,9 @@ def _run_study(
             probed=probed,
         )
         space = bounded_space(settings.space, probe)
-        study.sampler = make_sampler(settings.sampler, space, settings.seed, gpu=gpu)
+        from loadersearch.search.sampler import make_sampler  # imports optuna
+
+        study.sampler = make_sampler(settings.sampler, space, seed=settings.seed, prefer_pin=gpu)
         if create and study.user_attrs.get("sampler") != settings.sampler:
             study.set_user_attr("sampler", settings.sampler)  # the one workers use
         if create and study.user_attrs.get(SETTLE_ATTR, True) != settings.settle:
