@@ -5,11 +5,9 @@ from __future__ import annotations
 import os
 
 import optuna
-import pytest
 from optuna.trial import TrialState
 from search_helpers import EmulatedStudy, run_cli
 
-from loadersearch.errors import StudyError
 from loadersearch.search.space import KNOBS
 
 
@@ -167,29 +165,6 @@ def test_the_probe_bounds_batch_sizes_by_the_emulated_cap(tiny_dataset: str, tmp
         (32, False),
     ]
     assert "largest batch under the cap: 16" in result.output
-
-
-def test_a_study_stored_before_a_spec_key_existed_resumes_with_its_default(tmp_path) -> None:
-    from loadersearch.hardware import Hardware
-    from loadersearch.search.opening import open_study
-    from loadersearch.search.settings import Overrides, resolve_settings
-
-    host = Hardware(cpu_count=2, physical_cores=2)
-    storage = f"sqlite:///{tmp_path / 'old.db'}"
-    overrides = Overrides(study={"name": "old"}, workload={"kind": "emulated"})
-    settings = resolve_settings(None, overrides, hardware=host, storage=storage)
-    study, _ = open_study(settings, host, create=True)
-    old_spec = settings.spec_dict()
-    del old_spec["workload"]["gpus"]  # what a study created before --gpus stored
-    study.set_user_attr("spec", old_spec)
-
-    assert open_study(settings, host, create=True)[1]  # resumed: gpus=1 is the default
-    two_ranks = resolve_settings(
-        None, Overrides(study={"name": "old"}, workload={"kind": "emulated", "gpus": 2}),
-        hardware=host, storage=storage,
-    )  # fmt: skip
-    with pytest.raises(StudyError, match=r"workload.gpus: stored 1, now 2"):
-        open_study(two_ranks, host, create=True)
 
 
 def _own_connections(url: str) -> int:
