@@ -24,15 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from loadersearch.measure.result import (
-    HOST_OOM,
-    INVALID_CONFIG,
-    KILLED,
-    SHM_FULL,
-    TIMEOUT,
-    VRAM_CAP,
-    WORKER_KILLED,
-)
+from loadersearch.measure.result import INFEASIBLE_ADVICE
 from loadersearch.report._answer import answer_python
 from loadersearch.report._format import (
     baseline_cells,
@@ -80,26 +72,6 @@ END = "[//]: # (loadersearch end)"
 IMPORTANCE_PLOT_ID = "loadersearch-importance"  # the dashboard card's id: rewritten, not added
 WINDOWS_PNG = "windows.png"
 
-# What to do about an infeasible trial, by its reason (measure.result).
-ADVICE = {
-    VRAM_CAP: "this batch does not fit under the VRAM cap. The batch-size probe keeps the "
-    "search below the largest batch that fits (unless --no-probe); raise --vram-cap only if "
-    "your real training has that memory to spare.",
-    WORKER_KILLED: "a DataLoader worker died, usually because host RAM ran out (the OOM "
-    "killer: see dmesg). Fewer workers, a smaller prefetch_factor or smaller batches need less.",
-    SHM_FULL: "/dev/shm ran out: DataLoader workers pass every batch through it, about batch "
-    "bytes x num_workers x prefetch_factor at once (Docker gives a container 64 MB). Run the "
-    "container with --shm-size=8g or --ipc=host; fewer workers, a smaller prefetch_factor or "
-    "smaller batches need less, and num_workers=0 needs none.",
-    TIMEOUT: "the measurement hung past the trial timeout (a worker stuck on I/O, or a "
-    "deadlock). If this configuration is merely slow, raise --trial-timeout.",
-    KILLED: "the measuring process was killed without a word, most likely by the kernel's "
-    "OOM killer (see dmesg). Fewer workers or a smaller prefetch_factor use less host RAM.",
-    HOST_OOM: "host RAM ran out. Fewer workers, a smaller prefetch_factor or smaller batches "
-    "use less.",
-    INVALID_CONFIG: "PyTorch refuses this combination of settings; the search space should "
-    "not offer it, so please report it with the configuration above.",
-}
 PRUNER_TEST = {
     "wilcoxon": "a paired Wilcoxon test at the same windows: more than 5% slower (wider on a "
     "noisy machine) with p < 0.1",
@@ -251,7 +223,8 @@ def trial_note(trial: optuna.trial.FrozenTrial, ctx: NoteContext) -> str:
     if kind == INFEASIBLE:
         reason = ua.get("infeasible_reason") or ua.get("reason") or "unknown"
         message = f": {ua['message']}" if ua.get("message") else ""
-        advice = ADVICE.get(reason, "see the message above.")
+        known = INFEASIBLE_ADVICE.get(reason)
+        advice = known.note if known else "see the message above."
         parts.append(f"**Infeasible ({reason})**{message}.\n\n*What to do:* {advice}")
     elif kind == PRUNED:
         parts.append(_pruned(trial, ctx))
