@@ -57,6 +57,7 @@ from loadersearch.report._summary import (
     summarize,
     trial_kind,
 )
+from loadersearch.search.opening import stored_spec
 
 if TYPE_CHECKING:
     import optuna
@@ -175,7 +176,7 @@ class NoteContext:
     @classmethod
     def of(cls, study: optuna.Study, summary: Summary | None = None) -> NoteContext:
         attrs = study.user_attrs
-        plan = (attrs.get("spec") or {}).get("plan", {})
+        plan = stored_spec(attrs, "plan")
         per_epoch = int(plan.get("windows_per_epoch") or 0)
         return cls(
             trials={t.number: t for t in study.get_trials(deepcopy=False)},

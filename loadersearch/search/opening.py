@@ -10,7 +10,7 @@ import dataclasses
 import logging
 import re
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from loadersearch.config import PRUNERS, SAMPLERS, MeasurePlan, WorkloadSpec
@@ -224,6 +224,12 @@ def open_study(
     return study, False
 
 
+def stored_spec(attrs: Mapping[str, Any], part: str) -> dict[str, Any]:
+    """A copy of one part (``workload``, ``plan`` or ``space``) of the spec a study stores in
+    its user attributes ``attrs`` (:func:`open_study` writes it); empty when it has none."""
+    return dict((attrs.get("spec") or {}).get(part) or {})
+
+
 def study_name_of(settings: StudySettings, hardware: Hardware) -> str:
     if settings.study_name:
         return settings.study_name
@@ -281,7 +287,7 @@ def _check_same_spec(study: optuna.Study, settings: StudySettings, url: str) -> 
     """Refuse a study that is not ours, or ours with another spec (options that do not change
     what is measured, :data:`NOT_IDENTITY`, may differ: the run's values are stored)."""
     require_loadersearch_study(study, url)
-    stored = dict(study.user_attrs["spec"])
+    stored = {part: stored_spec(study.user_attrs, part) for part in ("workload", "plan", "space")}
     wanted = settings.spec_dict()
     diffs = []
     changed = False
@@ -291,7 +297,7 @@ def _check_same_spec(study: optuna.Study, settings: StudySettings, url: str) -> 
             if _norm(old) == _norm(new):
                 continue
             if key in NOT_IDENTITY.get(part, ()):
-                stored[part] = {**stored[part], key: new}
+                stored[part][key] = new
                 changed = True
             else:
                 diffs.append(f"{part}.{key}: stored {old!r}, now {new!r}")
@@ -348,8 +354,7 @@ def settings_from_study(
     from loadersearch.workload.refs import PipelineTrust, admit_stored
 
     require_joinable(study)
-    spec = study.user_attrs["spec"]
-    workload = WorkloadSpec.from_dict(spec["workload"])
+    workload = WorkloadSpec.from_dict(stored_spec(study.user_attrs, "workload"))
     if workload.pipeline is not None:
         admit_stored(workload.pipeline, trust or PipelineTrust(), source, show)
     # Where a memmap cache is written is this machine's choice ($LOADERSEARCH_CACHE_DIR, its
@@ -358,8 +363,8 @@ def settings_from_study(
     workload = dataclasses.replace(workload, cache_dir=None)
     base = StudySettings(
         workload=workload,
-        plan=MeasurePlan.from_dict(spec["plan"]),
-        space=SearchSpace.from_dict(spec["space"]),
+        plan=MeasurePlan.from_dict(stored_spec(study.user_attrs, "plan")),
+        space=SearchSpace.from_dict(stored_spec(study.user_attrs, "space")),
         study_name=study.study_name,
         pruner=study.user_attrs.get("pruner", PRUNERS[0]),
         sampler=study.user_attrs.get("sampler", SAMPLERS[0]),
