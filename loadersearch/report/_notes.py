@@ -288,8 +288,9 @@ def _pruned(trial: optuna.trial.FrozenTrial, ctx: NoteContext) -> str:
 def _pruned_against(
     trial: optuna.trial.FrozenTrial, ctx: NoteContext
 ) -> optuna.trial.FrozenTrial | None:
-    """The trial the pruner compared with: recorded at pruning time, else (studies from before
-    that was recorded) the best feasible trial that had finished by then."""
+    """The trial the pruner compared with: recorded at pruning time by the clearly-slower test,
+    else (a pruner that compares with no single trial) the best feasible trial that had
+    finished by then."""
     number = trial.user_attrs.get("pruned_against")
     if number is not None and number in ctx.trials:
         return ctx.trials[number]

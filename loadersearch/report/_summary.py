@@ -246,7 +246,7 @@ def _winner(
 
 def winner_cache(attrs: dict[str, Any], config: LoaderConfig) -> str:
     """The cache a configuration was measured with: its own when the study searched the
-    cache, else the study's workload's (``none`` for studies from before caches)."""
+    cache, else the study's workload's."""
     if config.cache is not None:
         return config.cache
     return stored_spec(attrs, "workload").get("cache") or "none"
@@ -395,7 +395,7 @@ def _rows(trials: list[optuna.trial.FrozenTrial], fixed: dict[str, Any]) -> list
                 "retry_of": ua.get("retry_of"),
                 "windows_done": ua.get("windows_done"),
                 "online": bool(ua.get("online")),  # measured by AutoLoader in a real loop
-                # the machine while it measured (measure.hostload); None in older studies
+                # the machine while it measured (measure.hostload); None where not measured
                 "outside_share": ua.get("outside_share"),
                 "busy_host": bool(ua.get("busy_host")),
                 "remeasured": ua.get("remeasured") is not None,
