@@ -146,9 +146,9 @@ def describe(args: argparse.Namespace, argv: list[str] | None, workload: Workloa
 def main(argv: list[str] | None = None) -> int:
     args = _args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
+    from loadersearch.hostlock import measurement_lock
     from loadersearch.measure import measure
     from loadersearch.measure.forkserver import serving
-    from loadersearch.search.objective import measurement_lock
 
     os.environ[IO_MS_ENV] = f"{args.io_ms:g}"  # read by the measuring children
     workload, plan, grid = setup(args)

@@ -315,7 +315,7 @@ def _json_kwargs(kwargs: Any, part: str) -> dict[str, Any]:
 class WorkloadSpec:
     """What one measurement trains on; everything the measuring child needs to rebuild it."""
 
-    kind: str = "train"  # train | loader | emulated (see DESIGN.md "Workloads")
+    kind: str = "train"  # train | loader (the loader alone) | emulated (a stand-in device)
     data: str | None = None  # dataset directory; None = the embedded generated default
     data_format: str | None = None  # yolo | voc | coco; None = detect from the directory
     data_split: str | None = None  # e.g. train2017; None = the only or the "train" split

@@ -13,8 +13,6 @@ file (fork) keeps the lock alive until it exits too: it is still measuring.
 from __future__ import annotations
 
 import contextlib
-import errno
-import fcntl
 import logging
 import os
 import re
@@ -22,6 +20,7 @@ import tempfile
 from collections.abc import Iterator
 
 from loadersearch.errors import StudyError
+from loadersearch.filelock import lock_exclusive
 from loadersearch.hardware import host_name
 
 _logger = logging.getLogger(__name__)
@@ -89,25 +88,23 @@ def measurement_lock(wait: bool = True) -> Iterator[str]:
             f"cannot open the host measurement lock {path}: {e.strerror}. Set "
             f"${LOCK_DIR_ENV} to a writable host-local directory."
         ) from e
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as e:
-            if e.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-                raise StudyError(f"cannot lock {path}: {e.strerror}.") from e
-            holder = _holder(fd)
-            if not wait:
-                raise StudyError(
-                    f"another loadersearch measurement is running on this host ({holder}); "
-                    "two measurements at once on one machine corrupt each other's numbers. "
-                    "Run again without --no-wait to wait for it, or run on another machine."
-                ) from None
-            _logger.warning(
-                "Another loadersearch measurement is running on this host (%s); waiting for it "
-                "to finish before measuring.",
-                holder,
+
+    def busy() -> None:
+        holder = _holder(fd)
+        if not wait:
+            raise StudyError(
+                f"another loadersearch measurement is running on this host ({holder}); "
+                "two measurements at once on one machine corrupt each other's numbers. "
+                "Run again without --no-wait to wait for it, or run on another machine."
             )
-            fcntl.flock(fd, fcntl.LOCK_EX)
+        _logger.warning(
+            "Another loadersearch measurement is running on this host (%s); waiting for it "
+            "to finish before measuring.",
+            holder,
+        )
+
+    try:
+        if lock_exclusive(fd, path, StudyError, busy):
             _logger.info("Got the host measurement lock %s.", path)
         with contextlib.suppress(OSError):
             os.ftruncate(fd, 0)

@@ -154,8 +154,8 @@ def main(argv: list[str] | None = None) -> int:
     args = _args(argv)
     # PyTorch warns of more workers than CPUs: here that is the point (they sleep, as on I/O).
     warnings.filterwarnings("ignore", message="This DataLoader will create")
+    from loadersearch.hostlock import measurement_lock
     from loadersearch.measure import measure
-    from loadersearch.search.objective import measurement_lock
     from loadersearch.search.settings import default_plan
 
     data = small_dataset(args.data, args.images, args.shrink)

@@ -37,7 +37,7 @@ class HostLock:
 
     @contextlib.contextmanager
     def hold(self) -> Iterator[None]:
-        from loadersearch.search.objective import measurement_lock
+        from loadersearch.hostlock import measurement_lock
 
         t0 = time.perf_counter()
         with measurement_lock():

@@ -8,7 +8,7 @@ draws them from the truth and the noise (``--fair``), or reads three repeats dra
 a fixed seed, from the same (``Table.from_data``). Every model is a few lines, built from the
 parts below; docs/benchmarks/landscape-zoo.md says what each one stands for.
 
-The parts (the shape of the problem, FACTS.md section 4-5):
+The parts (the shape of the problem):
 
 * workers: a loader rate that rises with workers, ``min(w x per-worker rate, the CPUs'
   rate)`` as a soft minimum, or an explicit peak (a log-normal bump at any worker count);

@@ -5,7 +5,6 @@ module level, so that ``loadersearch --help`` stays fast.
 
 from __future__ import annotations
 
-import importlib
 import logging
 import signal
 import sys
@@ -15,19 +14,6 @@ from typing import NoReturn
 import click
 
 from loadersearch.errors import Interrupted, LoaderSearchError
-
-# (module, command attribute). A module that is not there yet is simply not listed.
-_COMMANDS = [
-    ("loadersearch.cli.make_dataset", "make_dataset"),
-    ("loadersearch.cli.bench", "bench"),
-    ("loadersearch.cli.diagnose", "diagnose"),
-    ("loadersearch.cli.run", "run"),
-    ("loadersearch.cli.worker", "worker"),
-    ("loadersearch.cli.confirm", "confirm"),
-    ("loadersearch.cli.report", "report"),
-    ("loadersearch.cli.report", "best"),
-    ("loadersearch.cli.dashboard", "dashboard"),
-]
 
 
 def _interrupted_line(interrupt: Interrupted) -> str:
@@ -172,14 +158,29 @@ def cli(ctx: click.Context, debug: bool) -> None:
     _install_signal_handlers(ctx)
 
 
-for _module, _attr in _COMMANDS:
-    try:
-        _mod = importlib.import_module(_module)
-    except ModuleNotFoundError as _e:
-        if _e.name != _module:
-            raise
-        continue
-    cli.add_command(getattr(_mod, _attr))
+# The commands, after ``cli`` exists. Imported as modules (not their commands by name) so
+# that ``loadersearch.cli.report`` stays the module.
+from loadersearch.cli import bench as _bench  # noqa: E402
+from loadersearch.cli import confirm as _confirm  # noqa: E402
+from loadersearch.cli import dashboard as _dashboard  # noqa: E402
+from loadersearch.cli import diagnose as _diagnose  # noqa: E402
+from loadersearch.cli import make_dataset as _make_dataset  # noqa: E402
+from loadersearch.cli import report as _report  # noqa: E402
+from loadersearch.cli import run as _run  # noqa: E402
+from loadersearch.cli import worker as _worker  # noqa: E402
+
+for _command in (
+    _make_dataset.make_dataset,
+    _bench.bench,
+    _diagnose.diagnose,
+    _run.run,
+    _worker.worker,
+    _confirm.confirm,
+    _report.report,
+    _report.best,
+    _dashboard.dashboard,
+):
+    cli.add_command(_command)
 
 
 def main() -> None:

@@ -214,6 +214,7 @@ def _winner(study_name: str | None, storage: str | None) -> tuple[LoaderConfig, 
     defaults (and no study) when there is no study and none was named."""
     from loadersearch.errors import StudyError
     from loadersearch.report import open_study, summarize
+    from loadersearch.search.opening import stored_spec
 
     try:
         study = open_study(storage, study_name)
@@ -233,7 +234,7 @@ def _winner(study_name: str | None, storage: str | None) -> tuple[LoaderConfig, 
             f"study {summary.study!r} has no feasible trial yet: run `loadersearch run` first, "
             "or give the configuration (--num-workers, --batch-size, ...)."
         )
-    workload = dict((study.user_attrs.get("spec") or {}).get("workload") or {})
+    workload = stored_spec(study.user_attrs, "workload")
     return (
         summary.winner.config,
         workload,

@@ -35,7 +35,6 @@ from loadersearch.diagnose.findings import (
     PREP,
     Diagnosis,
     Measurement,
-    _bytes,
     _pct,
     _with_workers,
     _workers,
@@ -45,6 +44,7 @@ from loadersearch.diagnose.findings import (
 from loadersearch.diagnose.measuring import Runner
 from loadersearch.diagnose.verdict import _conclude, _remedies, _verdict, _whatif
 from loadersearch.measure import pagecache
+from loadersearch.units import fmt_bytes
 
 logger = logging.getLogger(__name__)
 
@@ -227,7 +227,7 @@ def _check_eviction(d: Diagnosis, cold: Measurement) -> bool | None:
         )
         return False
     d.details.append(
-        f"cold cache: {info.get('files', 0):,} files ({_bytes(info.get('bytes', 0))}) evicted "
+        f"cold cache: {info.get('files', 0):,} files ({fmt_bytes(info.get('bytes', 0))}) evicted "
         f"before each of {info.get('evictions', 0)} measured epochs; mincore found "
         f"{_pct(left)} still resident"
     )

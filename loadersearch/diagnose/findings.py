@@ -190,14 +190,6 @@ def _signed(x: float) -> str:
     return f"{100 * x:+.0f}%"
 
 
-def _bytes(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if n < 1024 or unit == "TiB":
-            return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
-        n /= 1024
-    return f"{n} B"  # pragma: no cover
-
-
 def _with_workers(config: LoaderConfig, workers: int) -> LoaderConfig:
     """``config`` with ``workers`` workers (its prefetch and persistence when it had workers,
     else PyTorch's defaults for them)."""

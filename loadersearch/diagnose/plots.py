@@ -9,15 +9,12 @@ device), GPU utilisation (NVML, when there is a GPU), CPU busy per core, disk re
 from __future__ import annotations
 
 import json
-import logging
 import os
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from loadersearch.diagnose.findings import Diagnosis, Measurement
     from loadersearch.diagnose.timeline import Timeline
-
-logger = logging.getLogger(__name__)
 
 
 def idle_spans(tl: Timeline) -> list[tuple[float, float]]:
@@ -208,24 +205,18 @@ def write_outputs(d: Diagnosis, out_dir: str) -> list[str]:
     remedies = [d.measurements[r.measurement] for r in d.remedies]
     if remedies:  # each remedy beside the measurement it is compared with
         remedies.insert(0, d.measurements[d.remedies[0].condition])
-    try:
-        written.append(timeline_png(differential, os.path.join(out_dir, "timelines.png"), title))
-        if remedies:
-            path = os.path.join(out_dir, "remedies.png")
-            written.append(timeline_png(remedies, path, f"{d.verdict}: the remedies, measured"))
-        if len(pair) == 2:
-            path = os.path.join(out_dir, "default-vs-config.png")
-            written.append(timeline_png(pair, path, f"PyTorch's defaults vs {d.config.label()}"))
-        written.append(scaling_png(d, os.path.join(out_dir, "scaling.png")))
-    except ImportError:
-        logger.warning("matplotlib is not installed: no PNG pictures")
-    try:
-        fig = timeline_figure(shown, title)
-        path = os.path.join(out_dir, "timelines.html")
-        fig.write_html(path, include_plotlyjs="directory")
-        written.append(path)
-    except ImportError:
-        logger.warning("plotly is not installed: no HTML timeline")
+    written.append(timeline_png(differential, os.path.join(out_dir, "timelines.png"), title))
+    if remedies:
+        path = os.path.join(out_dir, "remedies.png")
+        written.append(timeline_png(remedies, path, f"{d.verdict}: the remedies, measured"))
+    if len(pair) == 2:
+        path = os.path.join(out_dir, "default-vs-config.png")
+        written.append(timeline_png(pair, path, f"PyTorch's defaults vs {d.config.label()}"))
+    written.append(scaling_png(d, os.path.join(out_dir, "scaling.png")))
+    fig = timeline_figure(shown, title)
+    path = os.path.join(out_dir, "timelines.html")
+    fig.write_html(path, include_plotlyjs="directory")
+    written.append(path)
     return written
 
 

@@ -64,10 +64,8 @@ class Timeline:
 def _nvml_handle() -> tuple[Any, Any, str]:
     """``(pynvml, handle, status)`` for the GPU the measurement uses: the first one
     ``CUDA_VISIBLE_DEVICES`` names (an index or a UUID), else GPU 0."""
-    try:
-        import pynvml
-    except ImportError:
-        return None, None, "absent: nvidia-ml-py is not installed"
+    import pynvml
+
     try:
         pynvml.nvmlInit()
         if pynvml.nvmlDeviceGetCount() == 0:

@@ -10,6 +10,8 @@ import logging
 import math
 from typing import TYPE_CHECKING
 
+import psutil
+
 from loadersearch.config import LoaderConfig, WorkloadSpec
 from loadersearch.diagnose.findings import (
     COMPUTE,
@@ -20,7 +22,6 @@ from loadersearch.diagnose.findings import (
     Diagnosis,
     Measurement,
     Remedy,
-    _bytes,
     _cores,
     _pct,
     _signed,
@@ -29,6 +30,7 @@ from loadersearch.diagnose.findings import (
     stall_shares,
 )
 from loadersearch.errors import LoaderSearchError
+from loadersearch.measure.shm import fmt_bytes
 
 if TYPE_CHECKING:
     from loadersearch.diagnose.measuring import Runner
@@ -165,7 +167,7 @@ def _prepare_cache(d: Diagnosis, spec: WorkloadSpec) -> str | None:
         return None
     if info is None:
         return ""
-    size = _bytes(info.bytes)
+    size = fmt_bytes(info.bytes)
     if info.mode == "ram":
         return f"{size} of shared memory"
     built = f"built once in {info.build_s:.1f} s" if info.build_s else "built once"
@@ -186,12 +188,7 @@ def _whatif(d: Diagnosis, target_rate: float | None) -> None:
     w["ram_cache_bytes"] = d.dataset_bytes  # the encoded files, as they are on disk
     if d.img_size and d.dataset_images:
         w["memmap_bytes"] = d.dataset_images * d.img_size * d.img_size * 3
-    try:
-        import psutil
-
-        w["available_ram_bytes"] = psutil.virtual_memory().available
-    except ImportError:  # pragma: no cover - psutil is a dependency
-        pass
+    w["available_ram_bytes"] = psutil.virtual_memory().available
 
 
 def _helps(d: Diagnosis, r: Remedy) -> bool:
@@ -276,8 +273,8 @@ def _conclude(d: Diagnosis) -> None:
         avail = d.whatif.get("available_ram_bytes")
         if avail and d.dataset_bytes < 0.5 * avail:
             d.details.append(
-                f"the dataset ({_bytes(d.dataset_bytes)}) fits in the free RAM "
-                f"({_bytes(avail)}): after the first epoch the page cache holds it and the "
+                f"the dataset ({fmt_bytes(d.dataset_bytes)}) fits in the free RAM "
+                f"({fmt_bytes(avail)}): after the first epoch the page cache holds it and the "
                 f"warm figure ({w:,.0f} img/s) applies, unless other data pushes it out"
             )
     wi = d.whatif
@@ -295,15 +292,15 @@ def _conclude(d: Diagnosis) -> None:
     if wi.get("ram_cache_bytes"):
         memmap = wi.get("memmap_bytes")
         d.details.append(
-            f"what-if: a RAM cache of the encoded dataset needs {_bytes(wi['ram_cache_bytes'])}"
+            f"what-if: a RAM cache of the encoded dataset needs {fmt_bytes(wi['ram_cache_bytes'])}"
             + (
                 f"; pre-decoded {d.img_size}x{d.img_size} uint8 images (a memmap cache) "
-                f"{_bytes(memmap)}"
+                f"{fmt_bytes(memmap)}"
                 if memmap
                 else ""
             )
             + (
-                f"; {_bytes(wi['available_ram_bytes'])} of RAM is free"
+                f"; {fmt_bytes(wi['available_ram_bytes'])} of RAM is free"
                 if wi.get("available_ram_bytes")
                 else ""
             )

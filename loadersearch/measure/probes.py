@@ -93,11 +93,8 @@ class _Nvml:
     def __init__(self, cuda_index: int | None) -> None:
         self.handle = None
         self.status = "absent: no CUDA device in use"
-        try:
-            import pynvml
-        except ImportError:
-            self.status = "absent: nvidia-ml-py is not installed"
-            return
+        import pynvml
+
         self.pynvml = pynvml
         try:
             pynvml.nvmlInit()

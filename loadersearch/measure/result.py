@@ -38,6 +38,62 @@ CRASH = "crash"  # anything else: a bug; the message carries the traceback's las
 
 
 @dataclass(frozen=True)
+class Advice:
+    """What to do about an infeasible measurement of one reason."""
+
+    note: str  # why and what helps, in a trial's note in optuna-dashboard
+    fix: str  # the options to change, when no trial of a study was feasible
+
+
+_RAM_FIX = (
+    "the host ran out of RAM: allow fewer workers (--space num_workers=0:N) or smaller "
+    "batches, or free memory"
+)
+# The one table of advice by INFEASIBLE reason.
+INFEASIBLE_ADVICE = {
+    VRAM_CAP: Advice(
+        "this batch does not fit under the VRAM cap. The batch-size probe keeps the search "
+        "below the largest batch that fits (unless --no-probe); raise --vram-cap only if your "
+        "real training has that memory to spare.",
+        "raise --vram-cap, or allow smaller batches (--space batch_size=LOW:HIGH)",
+    ),
+    WORKER_KILLED: Advice(
+        "a DataLoader worker died, usually because host RAM ran out (the OOM killer: see "
+        "dmesg). Fewer workers, a smaller prefetch_factor or smaller batches need less.",
+        "free host RAM or allow fewer workers and smaller batches",
+    ),
+    SHM_FULL: Advice(
+        "/dev/shm ran out: DataLoader workers pass every batch through it, about batch bytes x "
+        "num_workers x prefetch_factor at once (Docker gives a container 64 MB). Run the "
+        "container with --shm-size=8g or --ipc=host; fewer workers, a smaller prefetch_factor "
+        "or smaller batches need less, and num_workers=0 needs none.",
+        "enlarge /dev/shm (docker run --shm-size=8g or --ipc=host) or allow fewer workers and "
+        "smaller batches (--space num_workers=0:N)",
+    ),
+    TIMEOUT: Advice(
+        "the measurement hung past the trial timeout (a worker stuck on I/O, or a deadlock). "
+        "If this configuration is merely slow, raise --trial-timeout.",
+        "raise --timeout, or look for a DataLoader worker that hangs (--debug)",
+    ),
+    KILLED: Advice(
+        "the measuring process was killed without a word, most likely by the kernel's OOM "
+        "killer (see dmesg). Fewer workers or a smaller prefetch_factor use less host RAM.",
+        _RAM_FIX,
+    ),
+    HOST_OOM: Advice(
+        "host RAM ran out. Fewer workers, a smaller prefetch_factor or smaller batches use "
+        "less.",
+        _RAM_FIX,
+    ),
+    INVALID_CONFIG: Advice(
+        "PyTorch refuses this combination of settings; the search space should not offer it, "
+        "so please report it with the configuration above.",
+        "check --fix and --space",
+    ),
+}
+
+
+@dataclass(frozen=True)
 class Window:
     """One measurement window: a fixed slice of steps of one measured epoch."""
 

@@ -69,6 +69,7 @@ def record_online(target: tuple[str, str], report: OnlineReport) -> None:
     import optuna
 
     from loadersearch.search.objective import CONSTRAINT
+    from loadersearch.search.opening import stored_spec
     from loadersearch.search.space import SearchSpace
     from loadersearch.storage import open_storage
     from loadersearch.storage._url import scrub
@@ -84,11 +85,11 @@ def record_online(target: tuple[str, str], report: OnlineReport) -> None:
         )
         return
     config = report.config
-    spec = study.user_attrs.get("spec") or {}
+    stored_space = stored_spec(study.user_attrs, "space")
     params: dict[str, Any] = {}
     distributions: dict[str, Any] = {}
-    if "space" in spec:
-        space = SearchSpace.from_dict(spec["space"])
+    if stored_space:
+        space = SearchSpace.from_dict(stored_space)
         dists = space.distributions()
         for key, value in space.params_of(config).items():
             dist = dists.get(key)

@@ -105,10 +105,7 @@ def _diagnosis_pair(study: optuna.Study, out_dir: str) -> tuple[str, str] | None
     record = study.user_attrs.get(PAIR_ATTR)
     if not record:
         return None
-    try:
-        path = pair_png(record, os.path.join(out_dir, "default-vs-winner.png"))
-    except ImportError:  # no matplotlib
-        return None
+    path = pair_png(record, os.path.join(out_dir, "default-vs-winner.png"))
     section = (
         '<section id="diagnosis"><h2>Why the GPU idled: PyTorch\'s defaults vs the winner'
         f"</h2><p>{_e(record.get('summary', ''))}</p>"

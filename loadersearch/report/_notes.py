@@ -24,15 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from loadersearch.measure.result import (
-    HOST_OOM,
-    INVALID_CONFIG,
-    KILLED,
-    SHM_FULL,
-    TIMEOUT,
-    VRAM_CAP,
-    WORKER_KILLED,
-)
+from loadersearch.measure.result import INFEASIBLE_ADVICE
 from loadersearch.report._answer import answer_python
 from loadersearch.report._format import (
     baseline_cells,
@@ -66,6 +58,7 @@ from loadersearch.report._summary import (
     summarize,
     trial_kind,
 )
+from loadersearch.search.opening import stored_spec
 
 if TYPE_CHECKING:
     import optuna
@@ -81,26 +74,6 @@ END = "[//]: # (loadersearch end)"
 IMPORTANCE_PLOT_ID = "loadersearch-importance"  # the dashboard card's id: rewritten, not added
 WINDOWS_PNG = "windows.png"
 
-# What to do about an infeasible trial, by its reason (measure.result).
-ADVICE = {
-    VRAM_CAP: "this batch does not fit under the VRAM cap. The batch-size probe keeps the "
-    "search below the largest batch that fits (unless --no-probe); raise --vram-cap only if "
-    "your real training has that memory to spare.",
-    WORKER_KILLED: "a DataLoader worker died, usually because host RAM ran out (the OOM "
-    "killer: see dmesg). Fewer workers, a smaller prefetch_factor or smaller batches need less.",
-    SHM_FULL: "/dev/shm ran out: DataLoader workers pass every batch through it, about batch "
-    "bytes x num_workers x prefetch_factor at once (Docker gives a container 64 MB). Run the "
-    "container with --shm-size=8g or --ipc=host; fewer workers, a smaller prefetch_factor or "
-    "smaller batches need less, and num_workers=0 needs none.",
-    TIMEOUT: "the measurement hung past the trial timeout (a worker stuck on I/O, or a "
-    "deadlock). If this configuration is merely slow, raise --trial-timeout.",
-    KILLED: "the measuring process was killed without a word, most likely by the kernel's "
-    "OOM killer (see dmesg). Fewer workers or a smaller prefetch_factor use less host RAM.",
-    HOST_OOM: "host RAM ran out. Fewer workers, a smaller prefetch_factor or smaller batches "
-    "use less.",
-    INVALID_CONFIG: "PyTorch refuses this combination of settings; the search space should "
-    "not offer it, so please report it with the configuration above.",
-}
 PRUNER_TEST = {
     "wilcoxon": "a paired Wilcoxon test at the same windows: more than 5% slower (wider on a "
     "noisy machine) with p < 0.1",
@@ -204,7 +177,7 @@ class NoteContext:
     @classmethod
     def of(cls, study: optuna.Study, summary: Summary | None = None) -> NoteContext:
         attrs = study.user_attrs
-        plan = (attrs.get("spec") or {}).get("plan", {})
+        plan = stored_spec(attrs, "plan")
         per_epoch = int(plan.get("windows_per_epoch") or 0)
         return cls(
             trials={t.number: t for t in study.get_trials(deepcopy=False)},
@@ -252,7 +225,8 @@ def trial_note(trial: optuna.trial.FrozenTrial, ctx: NoteContext) -> str:
     if kind == INFEASIBLE:
         reason = ua.get("infeasible_reason") or ua.get("reason") or "unknown"
         message = f": {ua['message']}" if ua.get("message") else ""
-        advice = ADVICE.get(reason, "see the message above.")
+        known = INFEASIBLE_ADVICE.get(reason)
+        advice = known.note if known else "see the message above."
         parts.append(f"**Infeasible ({reason})**{message}.\n\n*What to do:* {advice}")
     elif kind == PRUNED:
         parts.append(_pruned(trial, ctx))
@@ -315,8 +289,9 @@ def _pruned(trial: optuna.trial.FrozenTrial, ctx: NoteContext) -> str:
 def _pruned_against(
     trial: optuna.trial.FrozenTrial, ctx: NoteContext
 ) -> optuna.trial.FrozenTrial | None:
-    """The trial the pruner compared with: recorded at pruning time, else (studies from before
-    that was recorded) the best feasible trial that had finished by then."""
+    """The trial the pruner compared with: recorded at pruning time by the clearly-slower test,
+    else (a pruner that compares with no single trial) the best feasible trial that had
+    finished by then."""
     number = trial.user_attrs.get("pruned_against")
     if number is not None and number in ctx.trials:
         return ctx.trials[number]

@@ -79,19 +79,31 @@ def figures(study: optuna.Study, importance: Importance | None = None) -> dict[s
     import optuna.visualization as pv
 
     importance = importance or importances(study)
-    makers: dict[str, Callable[[], go.Figure]] = {
-        "history": lambda: pv.plot_optimization_history(study, target_name=METRIC),
-        "importance": lambda: importance_figure(importance),
-        "slice": lambda: pv.plot_slice(study, target_name=METRIC),
+    return _draw(_makers(study, importance, pv, importance_figure), "")
+
+
+def _makers(
+    study: optuna.Study,
+    importance: Importance,
+    plots: Any,
+    draw_importance: Callable[[Importance], Any],
+) -> dict[str, Callable[[], Any]]:
+    """The study's plots by name, each drawn when called: ``plots`` is
+    ``optuna.visualization`` (plotly) or ``optuna.visualization.matplotlib`` (the same
+    functions); the importance chart only when there are importances."""
+    makers: dict[str, Callable[[], Any]] = {
+        "history": lambda: plots.plot_optimization_history(study, target_name=METRIC),
+        "importance": lambda: draw_importance(importance),
+        "slice": lambda: plots.plot_slice(study, target_name=METRIC),
     }
     contour = _contour_params(study)
     if contour:
-        makers["contour_workers_batch"] = lambda: pv.plot_contour(
+        makers["contour_workers_batch"] = lambda: plots.plot_contour(
             study, params=contour, target_name=METRIC
         )
     if not importance.values:
         del makers["importance"]
-    return _draw(makers, "")
+    return makers
 
 
 def _draw(makers: dict[str, Callable[[], Any]], kind: str) -> dict[str, Any]:
@@ -132,29 +144,14 @@ def write_figures_html(figs: dict[str, go.Figure], out_dir: str) -> list[str]:
 
 
 def write_pngs(study: optuna.Study, out_dir: str, importance: Importance) -> list[str]:
-    try:
-        import matplotlib
+    import matplotlib
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-        import optuna.visualization.matplotlib as pm
-    except ImportError:
-        _logger.warning("matplotlib is not installed: no PNG plots")
-        return []
-    makers: dict[str, Callable[[], Any]] = {
-        "history": lambda: pm.plot_optimization_history(study, target_name=METRIC),
-        "importance": lambda: _importance_axes(importance),
-        "slice": lambda: pm.plot_slice(study, target_name=METRIC),
-    }
-    contour = _contour_params(study)
-    if contour:
-        makers["contour_workers_batch"] = lambda: pm.plot_contour(
-            study, params=contour, target_name=METRIC
-        )
-    if not importance.values:
-        del makers["importance"]
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import optuna.visualization.matplotlib as pm
+
     written = []
-    for name, ax in _draw(makers, " as PNG").items():
+    for name, ax in _draw(_makers(study, importance, pm, _importance_axes), " as PNG").items():
         fig = ax.flat[0].figure if hasattr(ax, "flat") else ax.figure
         path = os.path.join(out_dir, f"{name}.png")
         fig.savefig(path, dpi=100, bbox_inches="tight")

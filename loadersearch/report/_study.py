@@ -41,7 +41,8 @@ def open_study(storage: str | None = None, study: str | None = None) -> optuna.S
 
 def space_fixed(study: optuna.Study) -> dict[str, Any]:
     """The knobs the study's space fixes (not Optuna parameters, but part of every config)."""
+    from loadersearch.search.opening import stored_spec
     from loadersearch.search.space import SearchSpace
 
-    spec = study.user_attrs.get("spec") or {}
-    return SearchSpace.from_dict(spec["space"]).fixed() if "space" in spec else {}
+    space = stored_spec(study.user_attrs, "space")
+    return SearchSpace.from_dict(space).fixed() if space else {}

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from loadersearch.config import LoaderConfig
 from loadersearch.report._study import space_fixed
+from loadersearch.search.opening import stored_spec
 
 if TYPE_CHECKING:
     import optuna
@@ -167,7 +168,7 @@ def summarize(study: optuna.Study) -> Summary:
         pruning=_pruning(trials, _n_windows(attrs)),
         probe=attrs.get("probe"),
         hardware=attrs.get("hardware") or {},
-        gpus=int((attrs.get("spec") or {}).get("workload", {}).get("gpus") or 1),
+        gpus=int(stored_spec(attrs, "workload").get("gpus") or 1),
         finalists=finalists,
         confirm_s=_confirm_seconds(confirmation),
         confirmed_after=confirmation.get("finished_trials") if confirmation else None,
@@ -245,10 +246,10 @@ def _winner(
 
 def winner_cache(attrs: dict[str, Any], config: LoaderConfig) -> str:
     """The cache a configuration was measured with: its own when the study searched the
-    cache, else the study's workload's (``none`` for studies from before caches)."""
+    cache, else the study's workload's."""
     if config.cache is not None:
         return config.cache
-    return (attrs.get("spec") or {}).get("workload", {}).get("cache") or "none"
+    return stored_spec(attrs, "workload").get("cache") or "none"
 
 
 def _cache_answer(
@@ -267,7 +268,7 @@ def _cache_answer(
     if winner is None:
         return None
     mode = winner_cache(attrs, winner.config)
-    searched = (attrs.get("spec") or {}).get("space", {}).get("cache") or []
+    searched = stored_spec(attrs, "space").get("cache") or []
     if mode == "none":
         # a study that searched the cache says that its winner reads the files as they are
         return CacheAnswer(mode="none", build_s=None, bytes=None) if searched else None
@@ -394,7 +395,7 @@ def _rows(trials: list[optuna.trial.FrozenTrial], fixed: dict[str, Any]) -> list
                 "retry_of": ua.get("retry_of"),
                 "windows_done": ua.get("windows_done"),
                 "online": bool(ua.get("online")),  # measured by AutoLoader in a real loop
-                # the machine while it measured (measure.hostload); None in older studies
+                # the machine while it measured (measure.hostload); None where not measured
                 "outside_share": ua.get("outside_share"),
                 "busy_host": bool(ua.get("busy_host")),
                 "remeasured": ua.get("remeasured") is not None,
@@ -407,7 +408,7 @@ def _rows(trials: list[optuna.trial.FrozenTrial], fixed: dict[str, Any]) -> list
 
 def _n_windows(attrs: dict[str, Any]) -> int:
     """Windows of a whole trial under the study's plan."""
-    plan = (attrs.get("spec") or {}).get("plan", {})
+    plan = stored_spec(attrs, "plan")
     return int(plan.get("epochs", 0)) * int(plan.get("windows_per_epoch", 0))
 
 

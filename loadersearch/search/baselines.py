@@ -1,4 +1,6 @@
-"""The rules people use today, enqueued as the first trials of every study (FACTS.md section 4).
+"""The rules people use today, enqueued as the first trials of every study: PyTorch's
+DataLoader defaults, the source article's 2 x physical cores, and Ultralytics' rule
+(``min(cpus // max(gpus, 1), 8)`` workers, from ``ultralytics/data/build.py``).
 
 Each baseline is clamped to the study's space (a fixed knob wins), and runs at a sensible
 fixed batch size unless batch_size is fixed: the comparison is about the loader rules, not
@@ -13,7 +15,7 @@ from loadersearch.config import LoaderConfig
 from loadersearch.hardware import Hardware
 from loadersearch.search.space import SearchSpace
 
-DEFAULT_BATCH = 16  # the common YOLOv4-tiny recipe (FACTS.md section 1)
+DEFAULT_BATCH = 16  # the common YOLOv4-tiny recipe (bubbliiiing/yolov4-tiny-pytorch: batch 16)
 
 
 @dataclass(frozen=True)

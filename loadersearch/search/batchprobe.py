@@ -15,8 +15,9 @@ from typing import Any
 
 from loadersearch.config import LoaderConfig, MeasurePlan, WorkloadSpec
 from loadersearch.errors import StudyError
+from loadersearch.hostlock import measurement_lock
 from loadersearch.measure.result import INFEASIBLE, OK, VRAM_CAP
-from loadersearch.search.objective import MeasureFn, measurement_lock, unusable_input
+from loadersearch.search.objective import MeasureFn, unusable_input
 from loadersearch.search.progress import Progress
 
 _logger = logging.getLogger(__name__)

@@ -1,7 +1,8 @@
 """One Optuna trial: sample a configuration, measure it in a child process, report every window
 to the pruner, and record the outcome so that the sampler learns from it.
 
-Outcomes (FACTS.md section 3: every sampler ignores FAIL trials):
+Outcomes (Optuna's samplers skip FAIL trials: a failure recorded as FAIL teaches them nothing,
+and they would propose the same region again):
 
 - OK: COMPLETE with the projected full-epoch images/s, constraint ``feasible`` = 0.
 - INFEASIBLE (over the VRAM cap, worker killed, timeout, ...): COMPLETE with value 0 and
@@ -16,9 +17,8 @@ Outcomes (FACTS.md section 3: every sampler ignores FAIL trials):
 
 from __future__ import annotations
 
-import contextlib
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from loadersearch import hostlock
@@ -79,13 +79,6 @@ def default_measure() -> MeasureFn:
     return measure
 
 
-@contextlib.contextmanager
-def measurement_lock() -> Iterator[None]:
-    """One measurement per host at a time (:mod:`loadersearch.hostlock`), waiting for it."""
-    with hostlock.measurement_lock(wait=True):
-        yield
-
-
 def unusable_input(
     result: MeasureResult, workload: WorkloadSpec, *, resume: bool = True
 ) -> LoaderSearchError | None:
@@ -113,10 +106,11 @@ def window_value(window: Window, start_weight: float = 0.0) -> float:
     """The value reported to the pruner for one window: its images/s with the epoch-start cost
     that falls in it counted as the objective counts it. The objective pays the start once
     per *full* epoch of ``N`` images; a short measuring epoch of ``S`` steps of ``B`` images
-    pays it once per ``S*B`` images, so counting it whole would over-weight it (FACTS.md
-    section 5) and leaving it out would let a configuration that wins by its start (a smaller
-    batch's first batch arrives sooner) be pruned against one with a faster steady rate
-    (the tabular benchmark pruned its optimum so). ``start_weight`` = ``S*B/N``
+    pays it once per ``S*B`` images, so counting it whole would over-weight it (without
+    persistent_workers every epoch starts its workers again) and leaving it out would let a
+    configuration that wins by its start (a smaller batch's first batch arrives sooner) be
+    pruned against one with a faster steady rate (the tabular benchmark pruned its optimum
+    so). ``start_weight`` = ``S*B/N``
     (:func:`start_weight`); 0 leaves the start out."""
     busy = window.seconds - window.start_s
     if busy <= 0 or window.images <= 0:
@@ -391,7 +385,7 @@ class Objective:
         a significant share of the CPUs, measure.hostload) is measured once more (``trial``
         names it in the notice), and the quieter of the two is kept (:func:`quieter`); its
         windows are not reported again (the pruner saw the first's)."""
-        with measurement_lock():
+        with hostlock.measurement_lock(wait=True):
             result = self.measure_fn(
                 workload_for(self.workload, config),
                 config,

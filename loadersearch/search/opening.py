@@ -10,14 +10,12 @@ import dataclasses
 import logging
 import re
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from loadersearch.config import PRUNERS, MeasurePlan, WorkloadSpec
+from loadersearch.config import PRUNERS, SAMPLERS, MeasurePlan, WorkloadSpec
 from loadersearch.errors import StudyError
-from loadersearch.search.objective import (
-    METRIC_NAME,
-)
+from loadersearch.search.objective import METRIC_NAME
 from loadersearch.search.settings import (
     NOT_IDENTITY,
     StudySettings,
@@ -168,18 +166,6 @@ def make_pruner(name: str, n_windows: int) -> optuna.pruners.BasePruner:
     raise StudyError(f"unknown pruner {name!r}; choose one of {', '.join(PRUNERS)}.")
 
 
-def make_sampler(
-    name: str, space: SearchSpace, seed: int | None, *, gpu: bool = False
-) -> optuna.samplers.BaseSampler:
-    """The study's sampler over the (probe-bounded) ``space``: strategy ``name`` (default
-    ``structured``, the best of the tabular benchmark), never a configuration the study
-    already holds while others remain, the baselines outside the start-up trials (see
-    :mod:`loadersearch.search.sampler`). ``gpu``: start with pinned memory."""
-    from loadersearch.search.sampler import make_sampler as build
-
-    return build(name, space, seed=seed, prefer_pin=gpu)
-
-
 def open_study(
     settings: StudySettings,
     hardware: Hardware,
@@ -215,7 +201,7 @@ def open_study(
             return study, False
         if create:
             _check_same_spec(study, settings, redact_url(url))
-            if study.metric_names is None:  # a study created before loadersearch named it
+            if study.metric_names is None:  # its creator stopped before naming the metric
                 _name_metric(study)
         _check_hardware(study, hardware, settings.allow_mixed_hardware)
         return study, True
@@ -236,6 +222,12 @@ def open_study(
     study.described = describe_workload(settings, hardware)  # type: ignore[attr-defined]
     _initialise(study, settings, hardware)
     return study, False
+
+
+def stored_spec(attrs: Mapping[str, Any], part: str) -> dict[str, Any]:
+    """A copy of one part (``workload``, ``plan`` or ``space``) of the spec a study stores in
+    its user attributes ``attrs`` (:func:`open_study` writes it); empty when it has none."""
+    return dict((attrs.get("spec") or {}).get(part) or {})
 
 
 def study_name_of(settings: StudySettings, hardware: Hardware) -> str:
@@ -295,9 +287,8 @@ def _check_same_spec(study: optuna.Study, settings: StudySettings, url: str) -> 
     """Refuse a study that is not ours, or ours with another spec (options that do not change
     what is measured, :data:`NOT_IDENTITY`, may differ: the run's values are stored)."""
     require_loadersearch_study(study, url)
-    stored = study.user_attrs["spec"]
+    stored = {part: stored_spec(study.user_attrs, part) for part in ("workload", "plan", "space")}
     wanted = settings.spec_dict()
-    stored = _with_defaults(stored)
     diffs = []
     changed = False
     for part in ("workload", "plan", "space"):
@@ -305,55 +296,19 @@ def _check_same_spec(study: optuna.Study, settings: StudySettings, url: str) -> 
             old, new = stored.get(part, {}).get(key), wanted[part].get(key)
             if _norm(old) == _norm(new):
                 continue
-            if (part, key, old) == ("plan", "epoch_limit_s", None):  # see _with_defaults
-                if not wanted["plan"].get("in_flight_rounds"):
-                    stored[part][key] = new
-                    changed = True
-                    continue
             if key in NOT_IDENTITY.get(part, ()):
                 stored[part][key] = new
                 changed = True
             else:
                 diffs.append(f"{part}.{key}: stored {old!r}, now {new!r}")
     if diffs:
-        why = "results would be mixed"
-        if any(d.startswith("plan.projection:") for d in diffs):
-            why = (
-                "its trials' full epochs were projected by an older loadersearch, which counted "
-                "the loader's drain in the steady rate (up to 23% slower on uneven storage), so "
-                "new trials would not compare with them. Its results stay readable (report, "
-                "dashboard)"
-            )
         raise StudyError(
             f"study {study.study_name!r} already exists with a different spec ({'; '.join(diffs)}"
-            f"); {why}. Use the same options to resume it, or name a new study with --study "
-            "NAME."
+            "); results would be mixed. Use the same options to resume it, or name a new study "
+            "with --study NAME."
         )
     if changed:  # workers joining later follow this run's choice
         study.set_user_attr("spec", stored)
-
-
-def _with_defaults(stored: dict[str, Any]) -> dict[str, Any]:
-    """A stored spec with the fields its loadersearch did not know yet filled in with their
-    defaults (e.g. the space's start_method), so that a study stored before a field existed
-    still resumes. Parts that no longer load are compared as stored."""
-    from loadersearch.config import MeasurePlan, WorkloadSpec
-
-    out = dict(stored)
-    for part, cls in (("workload", WorkloadSpec), ("plan", MeasurePlan), ("space", SearchSpace)):
-        try:
-            filled = cls.from_dict(stored.get(part, {})).to_dict()
-        except (TypeError, ValueError):
-            continue
-        out[part] = {**filled, **stored.get(part, {})}
-    plan = stored.get("plan", {})
-    if "plan" in out and "in_flight_rounds" not in plan:
-        # Stored before measurements were sized to the configuration: every epoch had the
-        # plan's steps (in_flight_rounds 0), and the epoch time limit did not apply.
-        out["plan"] = {**out["plan"], "in_flight_rounds": 0, "epoch_limit_s": None}
-    if "plan" in out and "projection" not in plan:
-        out["plan"] = {**out["plan"], "projection": 1}  # stored before the method was stored
-    return out
 
 
 def _norm(value: Any) -> Any:
@@ -399,8 +354,7 @@ def settings_from_study(
     from loadersearch.workload.refs import PipelineTrust, admit_stored
 
     require_joinable(study)
-    spec = study.user_attrs["spec"]
-    workload = WorkloadSpec.from_dict(spec["workload"])
+    workload = WorkloadSpec.from_dict(stored_spec(study.user_attrs, "workload"))
     if workload.pipeline is not None:
         admit_stored(workload.pipeline, trust or PipelineTrust(), source, show)
     # Where a memmap cache is written is this machine's choice ($LOADERSEARCH_CACHE_DIR, its
@@ -409,11 +363,11 @@ def settings_from_study(
     workload = dataclasses.replace(workload, cache_dir=None)
     base = StudySettings(
         workload=workload,
-        plan=MeasurePlan.from_dict(spec["plan"]),
-        space=SearchSpace.from_dict(spec["space"]),
+        plan=MeasurePlan.from_dict(stored_spec(study.user_attrs, "plan")),
+        space=SearchSpace.from_dict(stored_spec(study.user_attrs, "space")),
         study_name=study.study_name,
         pruner=study.user_attrs.get("pruner", PRUNERS[0]),
-        sampler=study.user_attrs.get("sampler", "tpe"),  # older studies used TPE
+        sampler=study.user_attrs.get("sampler", SAMPLERS[0]),
         epochs_planned=study.user_attrs.get("epochs_planned", 300),
         confirm_rounds=study.user_attrs.get("confirm_rounds", 3),
     )

@@ -75,9 +75,9 @@ class SearchSpace:
     prefetch_factor: tuple[int, int] = (1, MAX_PREFETCH)  # only used when num_workers > 0
     pin_memory: tuple[bool, ...] = (False, True)
     persistent_workers: tuple[bool, ...] = (False, True)  # only used when num_workers > 0
-    # fixed unless the user asks (a study stored before this knob existed loads this default)
+    # fixed unless the user asks
     start_method: tuple[str, ...] = (DEFAULT_START_METHOD,)  # only used when num_workers > 0
-    # cache modes to search; empty = not searched (the workload's cache; older studies load so)
+    # cache modes to search; empty = not searched (the workload's cache)
     cache: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:

@@ -28,15 +28,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from loadersearch.errors import NothingFeasibleError, StudyError
-from loadersearch.measure.result import (
-    HOST_OOM,
-    INVALID_CONFIG,
-    KILLED,
-    SHM_FULL,
-    TIMEOUT,
-    VRAM_CAP,
-    WORKER_KILLED,
-)
+from loadersearch.measure.result import INFEASIBLE_ADVICE
 from loadersearch.search.baselines import baselines as baseline_rules
 from loadersearch.search.batchprobe import ProbeResult, probe_max_batch
 from loadersearch.search.confirm import confirm_study, confirmation_is_current
@@ -48,7 +40,6 @@ from loadersearch.search.objective import (
     default_measure,
 )
 from loadersearch.search.opening import (
-    make_sampler,
     open_study,
     ranks_notice,
     require_joinable,
@@ -170,23 +161,6 @@ def enqueue_baselines(
     return stored
 
 
-# What to do when every trial was infeasible for one reason.
-_RAM_ADVICE = (
-    "the host ran out of RAM: allow fewer workers (--space num_workers=0:N) or smaller "
-    "batches, or free memory"
-)
-_INFEASIBLE_ADVICE = {
-    VRAM_CAP: "raise --vram-cap, or allow smaller batches (--space batch_size=LOW:HIGH)",
-    HOST_OOM: _RAM_ADVICE,
-    KILLED: _RAM_ADVICE,
-    WORKER_KILLED: "free host RAM or allow fewer workers and smaller batches",
-    SHM_FULL: "enlarge /dev/shm (docker run --shm-size=8g or --ipc=host) or allow fewer "
-    "workers and smaller batches (--space num_workers=0:N)",
-    TIMEOUT: "raise --timeout, or look for a DataLoader worker that hangs (--debug)",
-    INVALID_CONFIG: "check --fix and --space",
-}
-
-
 def nothing_feasible(study: optuna.Study, settings: StudySettings) -> str | None:
     """Why a study whose budget is spent has no answer, in one line (None when it has one):
     every trial was infeasible here. Names the commonest reason, an example and the fix."""
@@ -203,12 +177,12 @@ def nothing_feasible(study: optuna.Study, settings: StudySettings) -> str | None
     reason, count = reasons.most_common(1)[0]
     example = next(t for t in trials if str(t.user_attrs.get("infeasible_reason")) == reason)
     message = str(example.user_attrs.get("message") or reason).rstrip(". ")
-    advice = _INFEASIBLE_ADVICE.get(reason)
+    advice = INFEASIBLE_ADVICE.get(reason)
     return (
         f"every configuration of study {study.study_name!r} was infeasible here ({count} of "
         f"{len(trials)} trials: {reason}), so there is no answer; e.g. trial {example.number} "
         f"({example.user_attrs.get('config', '')}): {message}"
-        + (f". To find one, {advice}" if advice else "")
+        + (f". To find one, {advice.fix}" if advice else "")
         + ". The trials are in the study (loadersearch report)."
     )
 
@@ -360,7 +334,9 @@ def _run_study(
             probed=probed,
         )
         space = bounded_space(settings.space, probe)
-        study.sampler = make_sampler(settings.sampler, space, settings.seed, gpu=gpu)
+        from loadersearch.search.sampler import make_sampler  # imports optuna
+
+        study.sampler = make_sampler(settings.sampler, space, seed=settings.seed, prefer_pin=gpu)
         if create and study.user_attrs.get("sampler") != settings.sampler:
             study.set_user_attr("sampler", settings.sampler)  # the one workers use
         if create and study.user_attrs.get(SETTLE_ATTR, True) != settings.settle:

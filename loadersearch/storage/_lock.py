@@ -13,8 +13,6 @@ step checks what is already there, so a set-up cut short is completed by the nex
 from __future__ import annotations
 
 import contextlib
-import errno
-import fcntl
 import hashlib
 import logging
 import os
@@ -23,6 +21,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from loadersearch.errors import StorageError
+from loadersearch.filelock import lock_exclusive
 
 _logger = logging.getLogger(__name__)
 
@@ -45,14 +44,7 @@ def file_lock(path: str, on_wait: Callable[[], None] | None = None) -> Iterator[
             "Check that its directory is writable, or choose another --storage."
         ) from e
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as e:
-            if e.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-                raise StorageError(f"cannot lock {path}: {e.strerror}.") from e
-            if on_wait is not None:
-                on_wait()
-            fcntl.flock(fd, fcntl.LOCK_EX)  # EINTR is retried; a signal handler may raise
+        lock_exclusive(fd, path, StorageError, on_wait)
         yield
     finally:
         os.close(fd)  # releases the lock

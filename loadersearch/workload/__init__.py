@@ -19,7 +19,8 @@ from loadersearch.config import WorkloadSpec
 logger = logging.getLogger(__name__)
 
 GPU_IMG_SIZE = 416  # the real network input
-CPU_TRAIN_IMG_SIZE = 128  # CPU training is slow: ~70 img/s at 128 px, ~7 at 416 (FACTS.md 6)
+# CPU training is slow: ~70 img/s at 128 px, ~7 at 416 (batch 8, measured on 2 cores)
+CPU_TRAIN_IMG_SIZE = 128
 
 
 def resolve_img_size(kind: str, device_type: str, img_size: int | None = None) -> int:

@@ -7,10 +7,9 @@ from hand_study import WINNER, add_trial, cfg
 from optuna.trial import TrialState
 from optuna_dashboard import get_note, save_note
 
-from loadersearch.measure.result import VRAM_CAP
+from loadersearch.measure.result import INFEASIBLE_ADVICE, VRAM_CAP
 from loadersearch.report import importances, publish, summarize
 from loadersearch.report._notes import (
-    ADVICE,
     BEGIN,
     END,
     IMPORTANCE_PLOT_ID,
@@ -58,7 +57,7 @@ def test_trial_notes_say_what_each_trial_is_to_the_study(hand_study):
     assert "**Baseline `pytorch`**: PyTorch defaults." in notes[0]
     assert "**Repeat of trial 2**" in notes[4]
     assert "**Infeasible (vram_cap)**: over the VRAM cap at batch 32." in notes[6]
-    assert ADVICE[VRAM_CAP] in notes[6]
+    assert INFEASIBLE_ADVICE[VRAM_CAP].note in notes[6]
     assert "**Pruned after window 2 of 4 (measured epoch 1)**" in notes[5]
     assert "clearly slower than trial 2" in notes[5] and "30.5 against 90.0 img/s" in notes[5]
     assert "**Failed**: ValueError: boom." in notes[7]

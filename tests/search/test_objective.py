@@ -135,22 +135,6 @@ def test_a_cuda_study_measures_on_cuda_explicitly_and_stops_when_the_child_sees_
     assert study.user_attrs["spec"]["workload"]["device"] == "auto"  # the spec is unchanged
 
 
-def test_a_study_stored_before_the_start_method_knob_resumes(tmp_path) -> None:
-    import dataclasses
-
-    import optuna
-
-    def measure(workload, config, plan, *, on_window=None, on_ready=None) -> MeasureResult:
-        return MeasureResult(config=config, status="ok", objective=1.0, steady_rate=1.0)
-
-    settings = quick_settings(tmp_path, trials=1)
-    run_study(settings, measure_fn=measure, hardware=HOST)
-    study = optuna.load_study(study_name="t", storage=settings.storage)
-    spec = study.user_attrs["spec"]
-    del spec["space"]["start_method"]  # as an older loadersearch stored it
-    study.set_user_attr("spec", spec)
-    outcome = run_study(dataclasses.replace(settings, trials=2), measure_fn=measure, hardware=HOST)
-    assert outcome.resumed and outcome.ran == 1
 def test_the_measured_hook_sees_each_measured_trial_while_it_runs_and_wait_is_kept(
     tmp_path,
 ) -> None:

@@ -5,11 +5,9 @@ from __future__ import annotations
 import os
 
 import optuna
-import pytest
 from optuna.trial import TrialState
 from search_helpers import EmulatedStudy, run_cli
 
-from loadersearch.errors import StudyError
 from loadersearch.search.space import KNOBS
 
 
@@ -167,77 +165,6 @@ def test_the_probe_bounds_batch_sizes_by_the_emulated_cap(tiny_dataset: str, tmp
         (32, False),
     ]
     assert "largest batch under the cap: 16" in result.output
-
-
-def test_a_study_stored_before_a_spec_key_existed_resumes_with_its_default(tmp_path) -> None:
-    from loadersearch.hardware import Hardware
-    from loadersearch.search.opening import open_study
-    from loadersearch.search.settings import Overrides, resolve_settings
-
-    host = Hardware(cpu_count=2, physical_cores=2)
-    storage = f"sqlite:///{tmp_path / 'old.db'}"
-    overrides = Overrides(study={"name": "old"}, workload={"kind": "emulated"})
-    settings = resolve_settings(None, overrides, hardware=host, storage=storage)
-    study, _ = open_study(settings, host, create=True)
-    old_spec = settings.spec_dict()
-    del old_spec["workload"]["gpus"]  # what a study created before --gpus stored
-    study.set_user_attr("spec", old_spec)
-
-    assert open_study(settings, host, create=True)[1]  # resumed: gpus=1 is the default
-    two_ranks = resolve_settings(
-        None, Overrides(study={"name": "old"}, workload={"kind": "emulated", "gpus": 2}),
-        hardware=host, storage=storage,
-    )  # fmt: skip
-    with pytest.raises(StudyError, match=r"workload.gpus: stored 1, now 2"):
-        open_study(two_ranks, host, create=True)
-
-
-def _old_study(tmp_path, *missing: str):
-    """A study whose stored plan lacks ``missing`` (what an older loadersearch stored), the
-    host, and ``settings(**plan)`` that resume it with today's defaults."""
-    from loadersearch.hardware import Hardware
-    from loadersearch.search.opening import open_study
-    from loadersearch.search.settings import Overrides, resolve_settings
-
-    host = Hardware(cpu_count=2, physical_cores=2)
-    storage = f"sqlite:///{tmp_path / 'old.db'}"
-
-    def settings(**plan):
-        overrides = Overrides(study={"name": "old"}, workload={"kind": "emulated"}, plan=plan)
-        return resolve_settings(None, overrides, hardware=host, storage=storage)
-
-    study, _ = open_study(settings(), host, create=True)
-    created = dict(study.user_attrs["spec"]["plan"])
-    old_spec = settings().spec_dict()
-    for key in missing:
-        del old_spec["plan"][key]
-    study.set_user_attr("spec", old_spec)
-    return study, host, settings, created
-
-
-def test_a_study_stored_before_sizing_resumes_only_with_fixed_epochs(tmp_path) -> None:
-    from loadersearch.search.opening import open_study
-
-    # what a study created before sizing stored
-    _, host, settings, _ = _old_study(tmp_path, "in_flight_rounds", "epoch_limit_s")
-    # Its trials measured every configuration on the plan's steps: sized ones would mix in.
-    with pytest.raises(StudyError, match=r"plan.in_flight_rounds: stored 0, now 2"):
-        open_study(settings(), host, create=True)
-    assert open_study(settings(in_flight_rounds=0), host, create=True)[1]
-
-
-def test_a_study_projected_by_an_older_method_is_not_resumed_and_says_why(tmp_path) -> None:
-    from loadersearch.config import PROJECTION_METHOD
-    from loadersearch.search.opening import open_study
-
-    # what the loadersearch before the drain stored
-    study, host, settings, created = _old_study(tmp_path, "projection")
-    assert created["projection"] == PROJECTION_METHOD == 2
-    stored = study.user_attrs["spec"]
-    with pytest.raises(StudyError, match=r"plan.projection: stored 1, now 2.*drain") as info:
-        open_study(settings(), host, create=True)
-    assert "--study NAME" in str(info.value)
-    assert len(study.trials) == 0 and study.user_attrs["spec"] == stored  # nothing changed
 
 
 def _own_connections(url: str) -> int:

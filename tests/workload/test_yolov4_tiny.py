@@ -1,4 +1,5 @@
-"""YOLOv4-tiny against the published shapes and parameter counts (FACTS.md section 1)."""
+"""YOLOv4-tiny against the published shapes and parameter counts (darknet's
+cfg/yolov4-tiny.cfg: 21 convolutions; 6,056,606 trainable parameters at 80 classes)."""
 
 from __future__ import annotations
 
