@@ -206,9 +206,7 @@ class _Job:
         )
         # Each rank stopped adding epochs on its own figure; the job's (its merged epochs) is
         # the one reported, so its note replaces the ranks' own.
-        notes = [
-            n for n in merge_notes([r["notes"] for r in res]) if not n.startswith(PRECISION_NOTE)
-        ]
+        notes = merge_notes([r["notes"] for r in res], without=PRECISION_NOTE)
         job_note = precision_note(
             precision,
             len(epochs),

@@ -112,8 +112,11 @@ def merge_cuda(per_rank: Sequence[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def merge_notes(per_rank: Sequence[Sequence[str]]) -> list[str]:
-    """The ranks' notes: once when every rank has it, else with the rank that has it."""
+def merge_notes(per_rank: Sequence[Sequence[str]], *, without: str | None = None) -> list[str]:
+    """The ranks' notes: once when every rank has it, else with the rank that has it.
+    ``without``: notes beginning so are left out (before the rank's name is added)."""
+    if without:
+        per_rank = [[n for n in notes if not n.startswith(without)] for notes in per_rank]
     shared = set(per_rank[0]).intersection(*per_rank[1:]) if per_rank else set()
     notes = [n for n in per_rank[0] if n in shared] if per_rank else []
     for rank, rank_notes in enumerate(per_rank):

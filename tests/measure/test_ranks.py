@@ -89,6 +89,11 @@ def test_the_jobs_cuda_memory_is_held_per_device_against_the_cap() -> None:
 def test_a_note_every_rank_has_is_kept_once_the_others_name_their_rank() -> None:
     notes = merge_notes([["cap note", "near the cap"], ["cap note"]])
     assert notes == ["cap note", "rank 0: near the cap"]
+    # The job's precision note replaces the ranks' own, one rank's included (it came back as
+    # "rank 0: the projected epoch time ...").
+    precise = "the projected epoch time is known to +/-2%"
+    merged = merge_notes([["cap note", precise], ["cap note"]], without=precise[:20])
+    assert merged == ["cap note"]
 
 
 def test_the_launch_environment_is_torchruns_contract() -> None:
