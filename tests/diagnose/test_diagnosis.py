@@ -47,14 +47,16 @@ def test_a_fast_device_with_costly_augmentation_is_prep_bound_and_each_remedy_is
 
 
 def test_a_slow_device_is_compute_bound_and_no_remedy_is_offered(tiny_dataset):
-    spec = _spec(tiny_dataset, emulated_ms=(150, 0))
+    # 300 ms a batch: under load a cold read of the tiny dataset cost 13% of a 150 ms step and
+    # the verdict became fetch-bound
+    spec = _spec(tiny_dataset, emulated_ms=(300, 0))
     config = LoaderConfig(num_workers=1, batch_size=2, persistent_workers=True)
     d = diagnose(spec, config, PLAN, max_workers=1)
     assert d.verdict == COMPUTE, d.summary
     assert "no loader setting can help" in d.summary
     assert d.remedies == []
     ceiling = d.rate("ceiling")
-    assert ceiling is not None and ceiling < 2 / 0.150 * 1.05  # 2 images per 150 ms at most
+    assert ceiling is not None and ceiling < 2 / 0.300 * 1.05  # 2 images per 300 ms at most
     assert d.whatif["cores_for_ceiling"] >= 1
 
 
