@@ -33,15 +33,18 @@ OFF, ON = "off", "on"
 
 @dataclass(frozen=True)
 class Option:
-    """How the user sets one field. ``help`` is the command line's help (``{default}`` in it
-    stands for the field's default); ``flags`` its flags (None: ``--field-name``; ``()``: not
-    on the command line); ``dest`` the command's parameter name (None: the field's); ``low``
-    and ``high`` its bounds (``*_open``: the bound itself excluded); ``keys`` other spec-file
-    keys that set it; ``section`` its spec-file table (None: its class's, see
-    :data:`SECTIONS`); ``api`` its ``tune()``/``bench()`` argument (``""``: the field's name;
-    None: none); ``spec``: whether a spec file may set it; ``noun``: its name in "Unknown
-    NOUN 'x'; choose one of ..."; ``switch``: :data:`OFF` or :data:`ON` for a flag given to
-    turn it off or on."""
+    """How the user sets one field:
+
+    - ``help``: the command line's help; ``{default}`` in it stands for the field's default;
+    - ``kind``: what a value is (:data:`WHOLE`, :data:`SIZE`, ...); ``choices``, ``low`` and
+      ``high`` (``*_open``: the bound itself excluded): what values are allowed;
+    - ``flags``: its command-line flags (None: ``--field-name``; ``()``: none); ``dest``: the
+      command's parameter name (None: the field's); ``metavar``;
+    - ``key``: its spec-file key (None: the field's name), ``keys``: other keys that set it
+      too, ``section``: its table (None: its class's), ``spec``: whether a file may set it;
+    - ``api``: its ``tune()``/``bench()`` argument (``""``: the field's name; None: none);
+    - ``noun``: its name in "Unknown NOUN 'x'; choose one of ..." (None: the field's name).
+    """
 
     help: str = ""
     kind: str = TEXT
@@ -53,12 +56,12 @@ class Option:
     high: float | None = None
     high_open: bool = False
     metavar: str | None = None
+    key: str | None = None
     keys: tuple[str, ...] = ()
     section: str | None = None
     api: str | None = ""
     spec: bool = True
     noun: str | None = None
-    switch: str | None = None
 
     def cli_flags(self, name: str) -> tuple[str, ...]:
         return ("--" + name.replace("_", "-"),) if self.flags is None else self.flags
@@ -126,6 +129,11 @@ def check_fields(obj: Any) -> None:
         else:
             rule = f"must be at least {low:g}"
         raise ValueError(f"{name} {rule} but got {value}.")
+
+
+def describe(kind: str) -> str:
+    """What a spec file's value of ``kind`` must be, in words."""
+    return {PATH: TEXT, DIR: TEXT, OFF: FLAG, ON: FLAG}.get(kind, kind)
 
 
 def conforms(value: Any, kind: str) -> bool:

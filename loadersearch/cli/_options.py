@@ -26,25 +26,7 @@ from loadersearch.options import (
     help_of,
     parse_size,
 )
-
-storage_option = click.option(
-    "--storage",
-    help="Optuna storage URL (default $LOADERSEARCH_STORAGE or "
-    "sqlite:///studies/loadersearch.db); postgresql+psycopg://USER@HOST/DB or "
-    "mysql+pymysql://... for a study shared by several machines.",
-)
-
-
-def study_option(help: str = "Study name (default: the only one in the storage).", **kw):
-    return click.option("--study", "study_name", help=help, **kw)
-
-
-allow_mixed_hardware_option = click.option(
-    "--allow-mixed-hardware",
-    is_flag=True,
-    help="Join a study created on another hardware class (GPU model, GPU or CPU count) "
-    "anyway; each trial records its host and the differences.",
-)
+from loadersearch.search.settings import StudySettings
 
 no_wait_option = click.option(
     "--no-wait",
@@ -192,6 +174,32 @@ def options_of(owner: type, *, exclude: tuple[str, ...] = ()) -> list[Callable]:
 def keys_of(owner: type) -> tuple[str, ...]:
     """The command's parameter names of ``owner``'s options (see :func:`given`)."""
     return tuple(o.dest or name for name, o in declared(owner).items() if o.cli_flags(name))
+
+
+storage_option = option(StudySettings, "storage")
+allow_mixed_hardware_option = option(StudySettings, "allow_mixed_hardware")
+
+
+def study_option(help: str = "Study name (default: the only one in the storage).", **kw: Any):
+    """``--study``, with the help of the command that takes it."""
+    return option(StudySettings, "study_name", help=help, **kw)
+
+
+def given_values(opts: dict[str, Any], owner: type) -> dict[str, Any]:
+    """The options of ``owner`` that were given, removed from ``opts``, keyed as a spec file
+    keys them (:class:`~loadersearch.search.settings.Overrides`): a switch given (--no-probe,
+    --allow-mixed-hardware) is its value, one not given is not."""
+    out: dict[str, Any] = {}
+    for name, o in declared(owner).items():
+        dest = o.dest or name
+        if not o.cli_flags(name) or dest not in opts:
+            continue
+        value = opts.pop(dest)
+        if o.kind in (OFF, ON):
+            value = (o.kind == ON) if value else None
+        if value is not None:
+            out[o.key or name] = value
+    return out
 
 
 def loader_options(
