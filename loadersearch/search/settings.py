@@ -2,18 +2,18 @@
 
 A spec file (``studies/*.toml``) has up to five tables::
 
-    [study]     name, trials, epochs_planned, confirm_rounds, pruner, sampler, seed, description
-    [workload]  kind, data, format, img_size, classes, mosaic, device, vram_cap ("6GiB"),
-                emulated_ms = [a, b], emulated_mib = [m0, m1], emulated_io_ms,
-                skip_bad_samples, seed, cache = "none" | "ram" | "memmap", cache_dir
-    [plan]      epochs, steps, windows_per_epoch, warmup_epochs, timeout_s, in_flight_rounds,
-                epoch_limit_s, precision, extend_limit_s
-    [space]     num_workers = "0:16", batch_size = "8:64:8" | "pow2:8:128",
+    [study]     StudySettings' options: name, trials, pruner, sampler, settle = false, ...
+    [workload]  WorkloadSpec's: kind, data, format, img_size, vram_cap = "6GiB",
+                emulated_ms = [a, b], cache = "none" | "ram" | "memmap", ...; and classes
+    [plan]      MeasurePlan's: epochs, steps, windows_per_epoch, timeout_s, precision, ...
+    [space]     num_workers = "0:16" | [0, 16], batch_size = "8:64:8" | "pow2:8:128",
                 prefetch_factor = "1:8", pin_memory = "both" | true | false, ...
     [space.fix] batch_size = 16, ...
     [pipeline]  dataset = "mypkg.data:make_dataset", model, loss, step, collate (your own
                 pipeline instead of YOLOv4-tiny); [pipeline.dataset_kwargs] root = "data", ...
 
+The keys of [study], [workload] and [plan] are the options declared on those classes
+(:mod:`loadersearch.options`), with their types; any other key is refused by name.
 :func:`resolve_settings` turns the file, the command-line overrides and this machine into
 :class:`StudySettings`; command-line values win over the file, the file over the defaults.
 """
@@ -205,7 +205,7 @@ class Overrides:
     study: dict[str, Any] = field(default_factory=dict)
     workload: dict[str, Any] = field(default_factory=dict)
     plan: dict[str, Any] = field(default_factory=dict)
-    space_ranges: dict[str, str] = field(default_factory=dict)
+    space_ranges: dict[str, Any] = field(default_factory=dict)  # text, or lists
     space_fixed: dict[str, str] = field(default_factory=dict)
     # PipelineSpec fields: references ("module:qualname") and *_kwargs; kwargs merge into the
     # file's key by key
@@ -311,7 +311,7 @@ def resolve_settings(
     fixed_in = {k: v for k, v in dict(space_in.pop("fix", {})).items()}
     try:
         for knob, text in {**space_in, **overrides.space_ranges}.items():
-            space = space.with_range(knob, _range_text(text))
+            space = space.with_range(knob, text)  # text, or a TOML list
         for knob, value in {**fixed_in, **overrides.space_fixed}.items():
             space = space.with_fixed(knob, value)
     except SpaceError as e:
@@ -501,11 +501,3 @@ def default_space(hardware: Hardware, *, small: bool, ranks: int = 1) -> SearchS
 
 def _given(values: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in values.items() if v is not None}
-
-
-def _range_text(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, list):
-        return ":".join(str(v) for v in value)
-    return str(value)
