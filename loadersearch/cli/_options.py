@@ -1,4 +1,8 @@
-"""Options several commands share, defined once so their names and help stay the same."""
+"""The commands' options. Those of a dataclass field (the loader knobs, the workload, the plan,
+the study) are derived from its declaration (:mod:`loadersearch.options`): flags, type, help
+and bounds are written there once; :func:`option` makes the click option, :func:`given_values`
+reads what was given back as the spec file keys it. The rest belong to one command or to its
+way of running (--no-wait, the pipeline's references and trust)."""
 
 from __future__ import annotations
 
