@@ -9,16 +9,28 @@ they cross a process boundary (parent -> measuring child).
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import multiprocessing
-import re
 import sys
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from loadersearch.options import DIR, FLAG, NUMBER, PAIR, PATH, SIZE, WHOLE, check_fields, opt
-from loadersearch.options import parse_size as parse_size  # its home is options.py
+from loadersearch.options import (
+    DIR,
+    FLAG,
+    NUMBER,
+    PAIR,
+    PATH,
+    REF,
+    SIZE,
+    TABLE,
+    WHOLE,
+    check_fields,
+    json_kwargs,
+    opt,
+)
+from loadersearch.options import check_ref as check_ref  # the REF kind's check
+from loadersearch.options import parse_size as parse_size  # the SIZE kind's reader
 
 # The one list of each option's names: the CLI's choices, spec checks and messages use these.
 WORKLOADS = ("train", "loader", "emulated")
@@ -45,8 +57,6 @@ PLATFORM_START_METHOD = multiprocessing.get_all_start_methods()[0]
 # Python whose default is forkserver measures the same thing; elsewhere the platform's default.
 DEFAULT_START_METHOD = "fork" if sys.platform.startswith("linux") else PLATFORM_START_METHOD
 PIPELINE_PARTS = ("dataset", "collate", "model", "loss", "step")  # a user pipeline's parts
-# "package.module:Name.attr": what a new Python process can import (see workload/refs.py)
-_REF = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
 
 def check_start_method(name: str) -> str:
     """``name`` when it is a start method this platform has, else a ValueError naming them."""
@@ -193,17 +203,38 @@ class PipelineSpec:
     rebuilds the same thing. What each part must be is in :mod:`loadersearch.workload.pipeline`.
     """
 
-    dataset: str  # a callable returning a map-style Dataset (a Dataset class works)
-    collate: str | None = None  # the DataLoader's collate_fn; None = PyTorch's default_collate
-    model: str | None = None  # a callable returning an nn.Module, moved to the device
-    loss: str | None = None  # for the default step: a loss class (instantiated) or function
-    step: str | None = None  # your step builder: make_step(model, device) -> step(batch)
-    # Keyword arguments bound to each part (JSON values: the study stores them).
-    dataset_kwargs: dict[str, Any] = field(default_factory=dict)
-    collate_kwargs: dict[str, Any] = field(default_factory=dict)
-    model_kwargs: dict[str, Any] = field(default_factory=dict)
-    loss_kwargs: dict[str, Any] = field(default_factory=dict)
-    step_kwargs: dict[str, Any] = field(default_factory=dict)
+    dataset: str = opt(  # a Dataset class works too
+        kind=REF, dest="pipeline_dataset", metavar="MODULE:NAME",
+        help="Your own dataset instead of YOLOv4-tiny's: a callable returning a map-style "
+        "Dataset, e.g. mypkg.data:make_dataset (the working directory is on the measuring "
+        "process's path).",
+    )  # fmt: skip
+    collate: str | None = opt(  # the DataLoader's collate_fn
+        None, kind=REF, dest="pipeline_collate", metavar="MODULE:NAME", api="collate_fn",
+        help="Your collate_fn (default: PyTorch's default_collate).",
+    )  # fmt: skip
+    model: str | None = opt(
+        None, kind=REF, dest="pipeline_model", metavar="MODULE:NAME",
+        help="With --dataset: a callable returning your nn.Module (moved to the device).",
+    )  # fmt: skip
+    loss: str | None = opt(  # a loss class is instantiated
+        None, kind=REF, dest="pipeline_loss", metavar="MODULE:NAME",
+        help="With --model, the default step (forward, backward, optimizer step; AMP on "
+        "CUDA) on (inputs, targets) batches: a loss class (torch.nn:CrossEntropyLoss) or "
+        "function.",
+    )  # fmt: skip
+    step: str | None = opt(
+        None, kind=REF, dest="pipeline_step", metavar="MODULE:NAME",
+        help="Your step builder instead: make_step(model, device) returns step(batch), "
+        "called once per batch (already on the device).",
+    )  # fmt: skip
+    # Keyword arguments bound to each part (JSON values: the study stores them); on the
+    # command line --arg PART.KEY=VALUE.
+    dataset_kwargs: dict[str, Any] = opt({}, kind=TABLE, flags=())
+    collate_kwargs: dict[str, Any] = opt({}, kind=TABLE, flags=(), api=None)
+    model_kwargs: dict[str, Any] = opt({}, kind=TABLE, flags=())
+    loss_kwargs: dict[str, Any] = opt({}, kind=TABLE, flags=(), api=None)
+    step_kwargs: dict[str, Any] = opt({}, kind=TABLE, flags=(), api=None)
 
     def __post_init__(self) -> None:
         for part in PIPELINE_PARTS:
@@ -213,7 +244,7 @@ class PipelineSpec:
             kwargs = getattr(self, f"{part}_kwargs")
             if kwargs and ref is None:
                 raise ValueError(f"{part}_kwargs {kwargs!r} are given but no {part}.")
-            object.__setattr__(self, f"{part}_kwargs", _json_kwargs(kwargs, part))
+            object.__setattr__(self, f"{part}_kwargs", json_kwargs(kwargs, part))
         if self.loss is not None and self.model is None:
             raise ValueError(
                 "a loss needs a model (the default step is loss(model(inputs), targets)); "
@@ -251,31 +282,6 @@ class PipelineSpec:
                 f"{', '.join(sorted(known))}."
             )
         return cls(**data)
-
-
-def check_ref(ref: Any, part: str) -> str:
-    """``ref`` if it reads as ``"module:qualname"``, else ValueError naming ``part``."""
-    if not isinstance(ref, str) or not _REF.fullmatch(ref):
-        raise ValueError(
-            f"the {part} reference must read 'module:name' (e.g. 'mypkg.data:make_dataset', "
-            f"importable by a new Python process) but got {ref!r}."
-        )
-    return ref
-
-
-def _json_kwargs(kwargs: Any, part: str) -> dict[str, Any]:
-    """``kwargs`` as they come back from the study's JSON (tuples become lists), or ValueError
-    when they cannot be stored."""
-    if not isinstance(kwargs, dict) or not all(isinstance(k, str) for k in kwargs):
-        raise ValueError(f"{part}_kwargs must map names to values but got {kwargs!r}.")
-    try:
-        return json.loads(json.dumps(kwargs, allow_nan=False))
-    except (TypeError, ValueError) as e:
-        raise ValueError(
-            f"{part}_kwargs {kwargs!r} cannot be stored in the study ({e}): use JSON values "
-            "(numbers, strings, booleans, lists, dicts) and build other objects inside the "
-            f"{part} factory."
-        ) from e
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ This module imports nothing of loadersearch, so that every layer can use it.
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -209,3 +210,32 @@ def parse_size(text: str | int | float) -> int:
     if size <= 0:
         raise ValueError(f"the size must be positive but got {text!r}; e.g. 6GiB.")
     return size
+
+
+# "package.module:Name.attr": what a new Python process can import (see workload/refs.py)
+_REF = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
+
+
+def check_ref(ref: Any, part: str) -> str:
+    """``ref`` if it reads as ``"module:qualname"``, else ValueError naming ``part``."""
+    if not isinstance(ref, str) or not _REF.fullmatch(ref):
+        raise ValueError(
+            f"the {part} reference must read 'module:name' (e.g. 'mypkg.data:make_dataset', "
+            f"importable by a new Python process) but got {ref!r}."
+        )
+    return ref
+
+
+def json_kwargs(kwargs: Any, part: str) -> dict[str, Any]:
+    """``kwargs`` as they come back from the study's JSON (tuples become lists), or ValueError
+    when they cannot be stored."""
+    if not isinstance(kwargs, dict) or not all(isinstance(k, str) for k in kwargs):
+        raise ValueError(f"{part}_kwargs must map names to values but got {kwargs!r}.")
+    try:
+        return json.loads(json.dumps(kwargs, allow_nan=False))
+    except (TypeError, ValueError) as e:
+        raise ValueError(
+            f"{part}_kwargs {kwargs!r} cannot be stored in the study ({e}): use JSON values "
+            "(numbers, strings, booleans, lists, dicts) and build other objects inside the "
+            f"{part} factory."
+        ) from e

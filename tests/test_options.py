@@ -13,9 +13,20 @@ from click.testing import CliRunner
 from loadersearch import api
 from loadersearch.cli import cli
 from loadersearch.cli._options import DeclaredOption
-from loadersearch.config import LoaderConfig, MeasurePlan, WorkloadSpec
+from loadersearch.config import LoaderConfig, MeasurePlan, PipelineSpec, WorkloadSpec
 from loadersearch.hardware import Hardware
-from loadersearch.options import FLAG, OFF, ON, PAIR, SIZE, WHOLE, declared, default_of, help_of
+from loadersearch.options import (
+    FLAG,
+    OFF,
+    ON,
+    PAIR,
+    REF,
+    SIZE,
+    WHOLE,
+    declared,
+    default_of,
+    help_of,
+)
 from loadersearch.search.settings import (
     _SECTIONS,
     Overrides,
@@ -26,11 +37,16 @@ from loadersearch.search.settings import (
 )
 from loadersearch.search.space import KNOBS
 
-OWNERS = (LoaderConfig, WorkloadSpec, MeasurePlan, StudySettings)
-SECTION = {WorkloadSpec: "workload", MeasurePlan: "plan", StudySettings: "study"}
+OWNERS = (LoaderConfig, WorkloadSpec, PipelineSpec, MeasurePlan, StudySettings)
+SECTION = {
+    WorkloadSpec: "workload",
+    PipelineSpec: "pipeline",
+    MeasurePlan: "plan",
+    StudySettings: "study",
+}
 # Fields that are not options: set by loadersearch itself, or through a table of their own.
 INTERNAL = {
-    (WorkloadSpec, "pipeline"),  # [pipeline], --dataset/--model/..., tune(dataset=...)
+    (WorkloadSpec, "pipeline"),  # PipelineSpec's options: [pipeline], --dataset, tune(dataset=)
     (MeasurePlan, "projection"),
     (MeasurePlan, "extra"),
     (StudySettings, "workload"),
@@ -45,12 +61,22 @@ NO_FLAG = {
     (StudySettings, "classes"),  # informational, in a spec file's [workload]
     (StudySettings, "description"),  # a spec file's words about the study
     (LoaderConfig, "cache"),  # bench's and run's --cache is the workload's
+    # a pipeline part's keyword arguments: --arg PART.KEY=VALUE
+    *((PipelineSpec, f"{p}_kwargs") for p in ("dataset", "collate", "model", "loss", "step")),
 }
 NOT_IN_SPEC = {
     (StudySettings, "storage"),  # where the study is, not what it is
     (StudySettings, "allow_mixed_hardware"),  # a choice of one run, not of the study
 }
-NOT_IN_API = {(WorkloadSpec, "seed"), (StudySettings, "classes"), (StudySettings, "description")}
+NOT_IN_API = {
+    (WorkloadSpec, "seed"),
+    (StudySettings, "classes"),
+    (StudySettings, "description"),
+    # partial(loss, ...) or partial(step, ...) binds them (tune's collate_fn too)
+    (PipelineSpec, "collate_kwargs"),
+    (PipelineSpec, "loss_kwargs"),
+    (PipelineSpec, "step_kwargs"),
+}
 COMMANDS = ("run", "bench", "diagnose", "worker", "confirm", "report", "best", "dashboard")
 
 
@@ -71,6 +97,8 @@ def sample(owner: type, name: str):
     """A value a spec file may give option ``name``: its default, or one of its kind."""
     o = declared(owner)[name]
     value = default_of(owner, name)
+    if o.kind == REF:
+        return "mypkg.data:make_dataset"
     if o.kind == SIZE:
         return "6GiB"
     if o.kind == PAIR:
@@ -145,10 +173,10 @@ def test_an_option_reaches_the_api_with_the_same_default(owner, name) -> None:
             name: default_of(owner, name)
         }
         return
-    functions = (api.tune, api.bench) if owner is WorkloadSpec else (api.tune,)
+    functions = (api.tune, api.bench) if owner in (WorkloadSpec, PipelineSpec) else (api.tune,)
     for function in functions:
         parameter = inspect.signature(function).parameters[o.api_name(name)]
-        assert parameter.kind is inspect.Parameter.KEYWORD_ONLY
+        assert parameter.kind is inspect.Parameter.KEYWORD_ONLY or name == "dataset"
         # None is "not given": the spec file's or the field's default applies
         expected = default_of(owner, name) if o.kind in (OFF, ON) else None
         assert parameter.default == expected, function.__name__
@@ -158,11 +186,10 @@ def test_the_api_takes_no_workload_or_study_argument_that_is_not_declared() -> N
     declared_names = {
         o.api_name(n) for owner in OWNERS for n, o in declared(owner).items() if o.api_name(n)
     }
-    pipeline = {"dataset", "model", "loss", "step", "collate_fn", "dataset_kwargs", "model_kwargs"}
     others = {"space", "fix", "plan", "config", "spec_file", "progress", "verbose", "on_window"}
     for function in (api.tune, api.bench):
         names = set(inspect.signature(function).parameters)
-        assert names - declared_names - pipeline - others == set(), function.__name__
+        assert names - declared_names - others == set(), function.__name__
 
 
 def test_a_help_text_is_the_same_in_every_command_that_derives_it() -> None:

@@ -13,7 +13,13 @@ from typing import Any
 
 import click
 
-from loadersearch.config import PIPELINE_PARTS, LoaderConfig, MeasurePlan, WorkloadSpec
+from loadersearch.config import (
+    PIPELINE_PARTS,
+    LoaderConfig,
+    MeasurePlan,
+    PipelineSpec,
+    WorkloadSpec,
+)
 from loadersearch.options import (
     DIR,
     FLAG,
@@ -232,46 +238,7 @@ workload_options = _apply(
     [
         *options_of(WorkloadSpec),
         # Your own pipeline (PipelineSpec): references the measuring process imports.
-        click.option(
-            "--dataset",
-            "pipeline_dataset",
-            metavar="MODULE:NAME",
-            default=None,
-            help="Your own dataset instead of YOLOv4-tiny's: a callable returning a map-style "
-            "Dataset, e.g. mypkg.data:make_dataset (the working directory is on the "
-            "measuring process's path).",
-        ),
-        click.option(
-            "--model",
-            "pipeline_model",
-            metavar="MODULE:NAME",
-            default=None,
-            help="With --dataset: a callable returning your nn.Module (moved to the device).",
-        ),
-        click.option(
-            "--loss",
-            "pipeline_loss",
-            metavar="MODULE:NAME",
-            default=None,
-            help="With --model, the default step (forward, backward, optimizer step; AMP on "
-            "CUDA) on (inputs, targets) batches: a loss class (torch.nn:CrossEntropyLoss) or "
-            "function.",
-        ),
-        click.option(
-            "--step",
-            "pipeline_step",
-            metavar="MODULE:NAME",
-            default=None,
-            help="Your step builder instead: make_step(model, device) returns step(batch), "
-            "called once per batch (already on the device).",
-        ),
-        click.option(
-            "--collate",
-            "pipeline_collate",
-            metavar="MODULE:NAME",
-            default=None,
-            help="Your collate_fn (default: PyTorch's default_collate).",
-        ),
+        *options_of(PipelineSpec),
         click.option(
             "--arg",
             "pipeline_args",
