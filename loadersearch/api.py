@@ -36,7 +36,6 @@ which is on its PYTHONPATH.
 
 from __future__ import annotations
 
-import dataclasses
 import io
 import logging
 import os
@@ -127,12 +126,22 @@ def tune(
     dataset_kwargs: Mapping[str, Any] | None = None,
     model_kwargs: Mapping[str, Any] | None = None,
     workload: str | None = None,
+    data: str | None = None,
+    data_format: str | None = None,
+    data_split: str | None = None,
+    img_size: int | None = None,
+    mosaic: bool | None = None,
+    skip_bad_samples: bool | None = None,
     device: str | None = None,
     vram_cap: int | str | None = None,
-    optimizer: str | None = None,
     emulated_ms: tuple[float, float] | None = None,
     emulated_mib: tuple[float, float] | None = None,
     emulated_io_ms: float | None = None,
+    emulated_io_cv: float | None = None,
+    optimizer: str | None = None,
+    gpus: int | None = None,
+    cache: str | None = None,
+    cache_dir: str | None = None,
     trials: int | None = None,
     study: str | None = None,
     storage: str | None = None,
@@ -140,6 +149,7 @@ def tune(
     fix: Mapping[str, Any] | None = None,
     plan: MeasurePlan | Mapping[str, Any] | None = None,
     pruner: str | None = None,
+    sampler: str | None = None,
     confirm_rounds: int | None = None,
     epochs_planned: int | None = None,
     seed: int | None = None,
@@ -166,20 +176,22 @@ def tune(
     Measurement: ``workload`` is ``"train"`` (default), ``"loader"`` (the data pipeline
     alone) or ``"emulated"`` (your data, a stand-in device taking ``emulated_ms = (a, b)``:
     a + b*batch ms per batch, and ``emulated_mib`` of memory); ``emulated_io_ms``: each sample
-    read first waits that many ms (EMULATED slow storage, a sleep); ``device`` ``"auto"``,
-    ``"cuda"`` or ``"cpu"``; ``vram_cap`` a size with its unit (``"6GiB"``) or an int of
-    bytes; ``plan`` a
-    :class:`MeasurePlan` or some of its fields (default: short measurements sized for this
-    machine).
+    read first waits that many ms (EMULATED slow storage, a sleep), ``emulated_io_cv`` its
+    spread; ``device`` ``"auto"``, ``"cuda"`` or ``"cpu"``; ``vram_cap`` a size with its unit
+    (``"6GiB"``) or an int of bytes; ``gpus`` DDP ranks. Without your ``dataset``, ``data``,
+    ``data_format``, ``data_split``, ``img_size``, ``mosaic``, ``skip_bad_samples``,
+    ``cache`` and ``cache_dir`` describe the built-in dataset. Each is the ``run`` option of
+    that name (``workload`` is ``--workload``). ``plan`` a :class:`MeasurePlan` or some of its
+    fields (default: short measurements sized for this machine).
 
     Study: ``trials`` is the study's total (default 40; a resume runs the difference), a
     cap when ``settle`` (the default) stops it once its answer is settled;
     ``study`` and ``storage`` name it (default: from the pipeline and hardware, in
     ``$LOADERSEARCH_STORAGE`` or ``sqlite:///studies/loadersearch.db``); ``space`` narrows
     knobs (``{"num_workers": "0:8", "batch_size": "pow2:8:64"}``) and ``fix`` fixes them
-    (``{"batch_size": 32}``); ``pruner``, ``confirm_rounds``, ``epochs_planned``, ``seed``,
-    ``baselines``, ``probe`` and ``allow_mixed_hardware`` as the ``run`` options of those
-    names; ``spec_file`` a study TOML whose values these arguments override. ``None`` means
+    (``{"batch_size": 32}``); ``pruner``, ``sampler``, ``confirm_rounds``, ``epochs_planned``,
+    ``seed``, ``baselines``, ``probe`` and ``allow_mixed_hardware`` as the ``run`` options of
+    those names; ``spec_file`` a study TOML whose values these arguments override. ``None`` means
     "not given": the spec file or the default applies.
 
     Progress: by default a line per trial and the answer at the end are shown on stderr (a
@@ -194,29 +206,17 @@ def tune(
     """
     from loadersearch.hardware import fingerprint
     from loadersearch.report import summarize
-    from loadersearch.search.settings import Overrides, resolve_settings
+    from loadersearch.search.settings import Overrides, StudySettings, resolve_settings
     from loadersearch.search.study import run_study
     from loadersearch.storage import resolve_storage_url
 
+    given = dict(locals())  # the arguments, before anything else is named here
     _refuse_inside_measurement("tune")
     overrides = Overrides(
-        study={
-            "trials": trials,
-            "name": study,
-            "pruner": pruner,
-            "confirm_rounds": confirm_rounds,
-            "epochs_planned": epochs_planned,
-            "seed": seed,
-            "baselines": None if baselines else False,
-            "probe": None if probe else False,
-            "settle": None if settle else False,
-            "allow_mixed_hardware": True if allow_mixed_hardware else None,
-        },
-        workload=_workload_options(
-            workload, device, vram_cap, optimizer, emulated_ms, emulated_mib, emulated_io_ms
-        ),
+        study=_given(StudySettings, given, exclude=("storage",)),
+        workload=_given(WorkloadSpec, given),
         plan=_plan_options(plan),
-        space_ranges={k: _range(v) for k, v in (space or {}).items()},
+        space_ranges=dict(space or {}),  # text or lists, as a spec file writes them
         space_fixed=dict(fix or {}),
         pipeline=_pipeline_options(
             dataset, model, loss, step, collate_fn, dataset_kwargs, model_kwargs
@@ -260,12 +260,22 @@ def bench(
     model_kwargs: Mapping[str, Any] | None = None,
     config: LoaderConfig | Mapping[str, Any] | None = None,
     workload: str | None = None,
+    data: str | None = None,
+    data_format: str | None = None,
+    data_split: str | None = None,
+    img_size: int | None = None,
+    mosaic: bool | None = None,
+    skip_bad_samples: bool | None = None,
     device: str | None = None,
     vram_cap: int | str | None = None,
-    optimizer: str | None = None,
     emulated_ms: tuple[float, float] | None = None,
     emulated_mib: tuple[float, float] | None = None,
     emulated_io_ms: float | None = None,
+    emulated_io_cv: float | None = None,
+    optimizer: str | None = None,
+    gpus: int | None = None,
+    cache: str | None = None,
+    cache_dir: str | None = None,
     plan: MeasurePlan | Mapping[str, Any] | None = None,
     on_window: Callable[[Window], bool] | None = None,
 ) -> MeasureResult:
@@ -286,16 +296,14 @@ def bench(
     from loadersearch.measure import measure
     from loadersearch.search.settings import DEFAULT_PRECISION, SpecError, resolve_pipeline
 
+    given = dict(locals())  # the arguments, before anything else is named here
     _refuse_inside_measurement("bench")
     pipeline = resolve_pipeline(
         {},
         _pipeline_options(dataset, model, loss, step, collate_fn, dataset_kwargs, model_kwargs),
     )
-    options = _workload_options(
-        workload, device, vram_cap, optimizer, emulated_ms, emulated_mib, emulated_io_ms
-    )
     try:
-        spec = WorkloadSpec(**options, pipeline=pipeline)
+        spec = WorkloadSpec(**_given(WorkloadSpec, given), pipeline=pipeline)
         if not isinstance(config, LoaderConfig):
             config = LoaderConfig(**dict(config or {}))
         if not isinstance(plan, MeasurePlan):
@@ -359,44 +367,51 @@ def _pipeline_options(
     return out
 
 
-def _workload_options(
-    kind: str | None,
-    device: str | None,
-    vram_cap: int | str | None,
-    optimizer: str | None,
-    emulated_ms: tuple[float, float] | None,
-    emulated_mib: tuple[float, float] | None,
-    emulated_io_ms: float | None = None,
+def _given(
+    owner: type, arguments: Mapping[str, Any], exclude: tuple[str, ...] = ()
 ) -> dict[str, Any]:
+    """The arguments of ``owner``'s declared options that were given, keyed as a spec file
+    keys them (:class:`~loadersearch.search.settings.Overrides`): None is "not given", a
+    switch (``probe=False``) is given when it is not its default, and a size is bytes (an int
+    from Python is a count of bytes, ``8 * 2**30``; text needs its unit)."""
+    from loadersearch.options import OFF, ON, SIZE, declared
     from loadersearch.search.settings import parse_size
 
-    if vram_cap is not None:
-        # An int from Python is a count of bytes (8 * 2**30); text needs its unit.
-        is_bytes = isinstance(vram_cap, int) and not isinstance(vram_cap, bool)
-        vram_cap = parse_size(f"{vram_cap}B" if is_bytes else vram_cap)
-    given = {
-        "kind": kind,
-        "device": device,
-        "vram_cap": vram_cap,
-        "optimizer": optimizer,
-        "emulated_ms": emulated_ms,
-        "emulated_mib": emulated_mib,
-        "emulated_io_ms": emulated_io_ms,
-    }
-    return {k: v for k, v in given.items() if v is not None}
+    out: dict[str, Any] = {}
+    for name, o in declared(owner).items():
+        api = o.api_name(name)
+        if api is None or api in exclude or arguments.get(api) is None:
+            continue
+        value = arguments[api]
+        if o.kind in (OFF, ON):
+            if bool(value) == (o.kind == OFF):  # the default: not given
+                continue
+            value = bool(value)
+        elif o.kind == SIZE:
+            is_bytes = isinstance(value, int) and not isinstance(value, bool)
+            value = parse_size(f"{value}B" if is_bytes else value)
+        out[o.key or name] = value
+    return out
 
 
 def _plan_options(plan: MeasurePlan | Mapping[str, Any] | None) -> dict[str, Any]:
+    """The fields a ``plan`` argument sets: a :class:`MeasurePlan`'s declared ones, or a
+    mapping's, which must be among them (the internal ones are not the caller's)."""
+    from loadersearch.options import declared
+    from loadersearch.search.settings import SpecError
+
+    known = declared(MeasurePlan)
     if plan is None:
         return {}
     if isinstance(plan, MeasurePlan):
-        return dataclasses.asdict(plan)
+        return {name: getattr(plan, name) for name in known}
+    unknown = set(plan) - set(known)
+    if unknown:
+        raise SpecError(
+            f"plan: unknown key(s) {', '.join(sorted(unknown))}; known keys: "
+            f"{', '.join(sorted(known))}."
+        )
     return dict(plan)
-
-
-def _range(value: Any) -> Any:
-    """A space range as the spec file writes it: ``"0:8"``, or a list/tuple ``(0, 8)``."""
-    return list(value) if isinstance(value, tuple) else value
 
 
 def _show_progress(target: int) -> Progress:

@@ -9,22 +9,35 @@ they cross a process boundary (parent -> measuring child).
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import multiprocessing
-import re
 import sys
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
+
+from loadersearch.options import (
+    DIR,
+    FLAG,
+    NUMBER,
+    PAIR,
+    PATH,
+    REF,
+    SIZE,
+    TABLE,
+    WHOLE,
+    check_fields,
+    json_kwargs,
+    opt,
+)
+from loadersearch.options import check_ref as check_ref  # the REF kind's check
+from loadersearch.options import parse_size as parse_size  # the SIZE kind's reader
 
 # The one list of each option's names: the CLI's choices, spec checks and messages use these.
 WORKLOADS = ("train", "loader", "emulated")
 DEVICES = ("auto", "cuda", "cpu")
 OPTIMIZERS = ("sgd", "adamw")
 FORMATS = ("yolo", "voc", "coco")  # dataset layouts
-# none: read and decode every file per sample; ram: the encoded files held in shared memory;
-# memmap: pre-decoded, pre-resized pixels in a memory-mapped file (workload/cache.py)
-CACHES = ("none", "ram", "memmap")
+CACHES = ("none", "ram", "memmap")  # where the images come from (WorkloadSpec.cache)
 PRUNERS = ("wilcoxon", "median", "none")
 SAMPLERS = ("structured", "tpe", "gp", "random")  # the first is the default (tabular benchmark)
 DEFAULT_PREFETCH = 2  # PyTorch's prefetch_factor when workers are used and none is given
@@ -34,6 +47,7 @@ DEFAULT_PREFETCH = 2  # PyTorch's prefetch_factor when workers are used and none
 # 2, from the first group's last arrival to the group before the drain (the drain and the
 # start are per-epoch costs).
 PROJECTION_METHOD = 2
+DEFAULT_PRECISION = 0.05  # a study's measurements: the epoch time to +/-5% (90% confidence)
 START_METHODS = ("fork", "forkserver", "spawn")  # how DataLoader workers are started
 # Python's own default on this platform (the first listed is the default, per its docs): what a
 # DataLoader without multiprocessing_context uses. Python 3.14 changes it to forkserver on Linux.
@@ -43,63 +57,6 @@ PLATFORM_START_METHOD = multiprocessing.get_all_start_methods()[0]
 # Python whose default is forkserver measures the same thing; elsewhere the platform's default.
 DEFAULT_START_METHOD = "fork" if sys.platform.startswith("linux") else PLATFORM_START_METHOD
 PIPELINE_PARTS = ("dataset", "collate", "model", "loss", "step")  # a user pipeline's parts
-# "package.module:Name.attr": what a new Python process can import (see workload/refs.py)
-_REF = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
-
-_SIZE_UNITS = {
-    "b": 1,
-    "k": 1000,
-    "kb": 1000,
-    "kib": 1024,
-    "m": 1000**2,
-    "mb": 1000**2,
-    "mib": 1024**2,
-    "g": 1000**3,
-    "gb": 1000**3,
-    "gib": 1024**3,
-    "t": 1000**4,
-    "tb": 1000**4,
-    "tib": 1024**4,
-}
-_UNITS_HELP = "KiB/MiB/GiB are powers of 1024, K/M/G and KB/MB/GB powers of 1000, B bytes"
-
-
-def parse_size(text: str | int | float) -> int:
-    """Bytes from a size such as ``6GiB``, ``6G``, ``6000MiB``, ``512mb`` or ``1234B``: the one
-    reader of sizes (the command line, spec files and the Python API all use it).
-
-    Binary units (KiB, MiB, GiB, TiB) are powers of 1024; K/M/G/T and KB/MB/GB/TB are powers of
-    1000 (as `df -H` and GPU vendors print them); B is bytes. A number without a unit is
-    refused: ``--vram-cap 12`` meant 12 GiB, not 12 bytes, and a study created with 12 bytes
-    would refuse the corrected value as a different spec.
-    """
-    if isinstance(text, bool):
-        raise ValueError(f"cannot read the size {text!r}: write a number and a unit, e.g. 6GiB.")
-    if isinstance(text, (int, float)):
-        number, unit = str(text), ""
-    else:
-        m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([A-Za-z]*)\s*", str(text))
-        if not m or (m.group(2) and m.group(2).lower() not in _SIZE_UNITS):
-            raise ValueError(
-                f"cannot read the size {text!r}: write a number and a unit, e.g. 6GiB, 6G or "
-                f"6000MiB ({_UNITS_HELP})."
-            )
-        number, unit = m.group(1), m.group(2).lower()
-    if float(number) <= 0:
-        raise ValueError(f"the size must be positive but got {text!r}; e.g. 6GiB.")
-    if not unit:
-        # A long number is a count of bytes whose B was left out; a spec file writes the
-        # size as a quoted string.
-        guess = f"{number}{'B' if float(number) >= 2**20 else 'GiB'}"
-        guess = guess if isinstance(text, str) else f'"{guess}"'
-        raise ValueError(
-            f"the size {text!r} has no unit: {guess}? Write the unit ({_UNITS_HELP})."
-        )
-    size = int(round(float(number) * _SIZE_UNITS[unit]))
-    if size <= 0:
-        raise ValueError(f"the size must be positive but got {text!r}; e.g. 6GiB.")
-    return size
-
 
 def check_start_method(name: str) -> str:
     """``name`` when it is a start method this platform has, else a ValueError naming them."""
@@ -112,40 +69,69 @@ def check_start_method(name: str) -> str:
     return name
 
 
+class _Record:
+    """A dataclass that survives JSON: ``from_dict`` leaves out keys it does not know (a study
+    stored by another version)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls: type[_R], data: dict[str, Any]) -> _R:
+        known = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+_R = TypeVar("_R", bound=_Record)
+
+
 @dataclass(frozen=True)
-class LoaderConfig:
+class LoaderConfig(_Record):
     """One DataLoader configuration: the five knobs loadersearch tunes, and how workers start."""
 
-    num_workers: int = 0  # worker processes; 0 loads in the training process
-    batch_size: int = 16  # images per step (also a training choice: fix it if it matters)
-    pin_memory: bool = False  # page-locked host batches, faster and async host->device copies
-    # batches each worker loads ahead; None when 0 workers, and None with workers means
-    # PyTorch's default (2): normalised so that configurations building the same DataLoader
-    # compare equal
-    prefetch_factor: int | None = None
-    persistent_workers: bool = False  # keep workers between epochs; only with workers > 0
-    # fork | forkserver | spawn: how workers start (DataLoader's multiprocessing_context); None
-    # when 0 workers, and None with workers means DEFAULT_START_METHOD (normalised like
-    # prefetch_factor). A field that older studies' configurations lack: they load as the default.
-    start_method: str | None = None
-    # none | ram | memmap: where the images come from, when the study searches it
-    # (--search-cache); None = the workload's own cache (WorkloadSpec.cache). Not a DataLoader
-    # argument: the answer names it beside the pasted line.
-    cache: str | None = None
+    # The loader knobs: on the command line of bench and diagnose, in a spec file's [space] and
+    # [space.fix], bench()'s config and tune()'s space and fix (search/space.py reads them).
+    num_workers: int = opt(  # 0 loads in the training process
+        0, kind=WHOLE, low=0, help="Worker processes (0: load in the training process)."
+    )
+    batch_size: int = opt(  # also a training choice: fix it if it matters
+        16, kind=WHOLE, low=1, help="Images per step."
+    )
+    pin_memory: bool = opt(  # page-locked host batches, faster and async host->device copies
+        False, kind=FLAG, flags=("--pin-memory/--no-pin-memory",),
+        help="Page-locked host batches (faster, asynchronous copies to the device).",
+    )  # fmt: skip
+    # None when 0 workers, and None with workers means PyTorch's default (2): normalised so
+    # that configurations building the same DataLoader compare equal
+    prefetch_factor: int | None = opt(
+        None, kind=WHOLE, low=1, help="Batches each worker loads ahead (PyTorch's default "
+        f"{DEFAULT_PREFETCH} when omitted). Needs workers.",
+    )  # fmt: skip
+    persistent_workers: bool = opt(
+        False, kind=FLAG, flags=("--persistent-workers/--no-persistent-workers",),
+        help="Keep workers alive between epochs. Needs workers.",
+    )  # fmt: skip
+    # How workers start (DataLoader's multiprocessing_context); None when 0 workers, and None
+    # with workers means DEFAULT_START_METHOD (normalised like prefetch_factor).
+    start_method: str | None = opt(
+        None, choices=START_METHODS, help="How workers start (DataLoader's "
+        f"multiprocessing_context; default {DEFAULT_START_METHOD}). Needs workers.",
+    )  # fmt: skip
+    # Where the images come from, when the study searches it (--search-cache); None = the
+    # workload's own cache (WorkloadSpec.cache). Not a DataLoader argument: the answer names
+    # it beside the pasted line.
+    cache: str | None = opt(None, choices=CACHES, noun="cache", flags=())
 
     def __post_init__(self) -> None:
-        if self.cache is not None and self.cache not in CACHES:
-            raise ValueError(f"Unknown cache {self.cache!r}; choose one of {', '.join(CACHES)}.")
         if isinstance(self.num_workers, bool) or int(self.num_workers) != self.num_workers:
             raise ValueError(f"num_workers must be an integer but got {self.num_workers!r}.")
-        if self.num_workers < 0:
-            raise ValueError(f"num_workers cannot be negative but got {self.num_workers}.")
-        if self.batch_size < 1:
-            raise ValueError(f"batch_size must be at least 1 but got {self.batch_size}.")
         if self.prefetch_factor is not None and self.prefetch_factor < 1:
             raise ValueError(
                 f"prefetch_factor must be at least 1 (or None) but got {self.prefetch_factor}."
             )
+        if self.start_method is not None:
+            check_start_method(self.start_method)
+        check_fields(self)  # cache, num_workers, batch_size
         if self.num_workers == 0 and self.prefetch_factor is not None:
             # PyTorch itself raises here; we reject it the same way, with the fix in the message.
             raise ValueError(
@@ -160,8 +146,6 @@ class LoaderConfig:
             )
         if self.num_workers > 0 and self.prefetch_factor is None:
             object.__setattr__(self, "prefetch_factor", DEFAULT_PREFETCH)
-        if self.start_method is not None:
-            check_start_method(self.start_method)
         # Without workers there is nothing to start: a fixed start method (--fix
         # start_method=spawn) applies to the configurations with workers only.
         start = (self.start_method or DEFAULT_START_METHOD) if self.num_workers > 0 else None
@@ -182,13 +166,6 @@ class LoaderConfig:
             kwargs["multiprocessing_context"] = self.start_method
         return kwargs
 
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> LoaderConfig:
-        known = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in known})
 
     def label(self) -> str:
         """A short human label, e.g. ``w4 b32 pin pf2 persist``."""
@@ -226,17 +203,38 @@ class PipelineSpec:
     rebuilds the same thing. What each part must be is in :mod:`loadersearch.workload.pipeline`.
     """
 
-    dataset: str  # a callable returning a map-style Dataset (a Dataset class works)
-    collate: str | None = None  # the DataLoader's collate_fn; None = PyTorch's default_collate
-    model: str | None = None  # a callable returning an nn.Module, moved to the device
-    loss: str | None = None  # for the default step: a loss class (instantiated) or function
-    step: str | None = None  # your step builder: make_step(model, device) -> step(batch)
-    # Keyword arguments bound to each part (JSON values: the study stores them).
-    dataset_kwargs: dict[str, Any] = field(default_factory=dict)
-    collate_kwargs: dict[str, Any] = field(default_factory=dict)
-    model_kwargs: dict[str, Any] = field(default_factory=dict)
-    loss_kwargs: dict[str, Any] = field(default_factory=dict)
-    step_kwargs: dict[str, Any] = field(default_factory=dict)
+    dataset: str = opt(  # a Dataset class works too
+        kind=REF, dest="pipeline_dataset", metavar="MODULE:NAME",
+        help="Your own dataset instead of YOLOv4-tiny's: a callable returning a map-style "
+        "Dataset, e.g. mypkg.data:make_dataset (the working directory is on the measuring "
+        "process's path).",
+    )  # fmt: skip
+    collate: str | None = opt(  # the DataLoader's collate_fn
+        None, kind=REF, dest="pipeline_collate", metavar="MODULE:NAME", api="collate_fn",
+        help="Your collate_fn (default: PyTorch's default_collate).",
+    )  # fmt: skip
+    model: str | None = opt(
+        None, kind=REF, dest="pipeline_model", metavar="MODULE:NAME",
+        help="With --dataset: a callable returning your nn.Module (moved to the device).",
+    )  # fmt: skip
+    loss: str | None = opt(  # a loss class is instantiated
+        None, kind=REF, dest="pipeline_loss", metavar="MODULE:NAME",
+        help="With --model, the default step (forward, backward, optimizer step; AMP on "
+        "CUDA) on (inputs, targets) batches: a loss class (torch.nn:CrossEntropyLoss) or "
+        "function.",
+    )  # fmt: skip
+    step: str | None = opt(
+        None, kind=REF, dest="pipeline_step", metavar="MODULE:NAME",
+        help="Your step builder instead: make_step(model, device) returns step(batch), "
+        "called once per batch (already on the device).",
+    )  # fmt: skip
+    # Keyword arguments bound to each part (JSON values: the study stores them); on the
+    # command line --arg PART.KEY=VALUE.
+    dataset_kwargs: dict[str, Any] = opt({}, kind=TABLE, flags=())
+    collate_kwargs: dict[str, Any] = opt({}, kind=TABLE, flags=(), api=None)
+    model_kwargs: dict[str, Any] = opt({}, kind=TABLE, flags=())
+    loss_kwargs: dict[str, Any] = opt({}, kind=TABLE, flags=(), api=None)
+    step_kwargs: dict[str, Any] = opt({}, kind=TABLE, flags=(), api=None)
 
     def __post_init__(self) -> None:
         for part in PIPELINE_PARTS:
@@ -246,7 +244,7 @@ class PipelineSpec:
             kwargs = getattr(self, f"{part}_kwargs")
             if kwargs and ref is None:
                 raise ValueError(f"{part}_kwargs {kwargs!r} are given but no {part}.")
-            object.__setattr__(self, f"{part}_kwargs", _json_kwargs(kwargs, part))
+            object.__setattr__(self, f"{part}_kwargs", json_kwargs(kwargs, part))
         if self.loss is not None and self.model is None:
             raise ValueError(
                 "a loss needs a model (the default step is loss(model(inputs), targets)); "
@@ -286,100 +284,115 @@ class PipelineSpec:
         return cls(**data)
 
 
-def check_ref(ref: Any, part: str) -> str:
-    """``ref`` if it reads as ``"module:qualname"``, else ValueError naming ``part``."""
-    if not isinstance(ref, str) or not _REF.fullmatch(ref):
-        raise ValueError(
-            f"the {part} reference must read 'module:name' (e.g. 'mypkg.data:make_dataset', "
-            f"importable by a new Python process) but got {ref!r}."
-        )
-    return ref
-
-
-def _json_kwargs(kwargs: Any, part: str) -> dict[str, Any]:
-    """``kwargs`` as they come back from the study's JSON (tuples become lists), or ValueError
-    when they cannot be stored."""
-    if not isinstance(kwargs, dict) or not all(isinstance(k, str) for k in kwargs):
-        raise ValueError(f"{part}_kwargs must map names to values but got {kwargs!r}.")
-    try:
-        return json.loads(json.dumps(kwargs, allow_nan=False))
-    except (TypeError, ValueError) as e:
-        raise ValueError(
-            f"{part}_kwargs {kwargs!r} cannot be stored in the study ({e}): use JSON values "
-            "(numbers, strings, booleans, lists, dicts) and build other objects inside the "
-            f"{part} factory."
-        ) from e
-
-
 @dataclass(frozen=True)
-class WorkloadSpec:
+class WorkloadSpec(_Record):
     """What one measurement trains on; everything the measuring child needs to rebuild it."""
 
-    kind: str = "train"  # train | loader (the loader alone) | emulated (a stand-in device)
-    data: str | None = None  # dataset directory; None = the embedded generated default
-    data_format: str | None = None  # yolo | voc | coco; None = detect from the directory
-    data_split: str | None = None  # e.g. train2017; None = the only or the "train" split
-    img_size: int | None = None  # network input; None = 416 on CUDA, 128 on a CPU
-    mosaic: bool = False  # 4-image mosaic augmentation (p=0.5); decodes 4-5 JPEGs a sample
-    skip_bad_samples: bool = False  # count and skip unreadable samples instead of failing
-    device: str = "auto"  # auto | cuda | cpu
-    vram_cap: int | None = None  # bytes of device memory a trial may use; None = no cap
+    kind: str = opt(
+        "train", flags=("--workload",), choices=WORKLOADS, noun="workload", api="workload",
+        help="train: YOLOv4-tiny (or your --model/--step) forward+backward+step on this "
+        "machine's device (default); loader: the data pipeline alone; emulated: a "
+        "sleeping stand-in accelerator (labelled EMULATED).",
+    )  # fmt: skip
+    data: str | None = opt(  # None = the embedded generated default
+        None, kind=PATH, help="Dataset directory (YOLO, VOC or COCO layout). Default: the "
+        "built-in generated dataset.",
+    )  # fmt: skip
+    data_format: str | None = opt(  # None = detect from the directory
+        None, flags=("--data-format", "--format"), choices=FORMATS, noun="dataset format",
+        keys=("format",), help="Dataset layout; detected from the directory when omitted.",
+    )  # fmt: skip
+    data_split: str | None = opt(  # None = the only or the "train" split
+        None, keys=("split",),
+        help="Split to use when the dataset holds several (e.g. train, train2017).",
+    )  # fmt: skip
+    img_size: int | None = opt(  # network input; None = 416 on CUDA, 128 on a CPU
+        None, kind=WHOLE, low=32, help="Network input in pixels (multiple of 32). Default: "
+        "416, or 128 for train on a CPU.",
+    )  # fmt: skip
+    mosaic: bool = opt(  # decodes 4-5 JPEGs a sample
+        False, kind=FLAG, flags=("--mosaic/--no-mosaic",),
+        help="4-image mosaic augmentation (p=0.5) [default: off].",
+    )  # fmt: skip
+    skip_bad_samples: bool = opt(
+        False, kind=FLAG, help="Leave out unreadable samples (counted) instead of stopping."
+    )
+    device: str = opt(
+        "auto", choices=DEVICES, noun="device",
+        help="Where the train and loader workloads run (default auto: CUDA when present).",
+    )  # fmt: skip
+    vram_cap: int | None = opt(  # bytes of device memory a trial may use; None = no cap
+        None, kind=SIZE, low=0, low_open=True,
+        help="Device memory a configuration may use, e.g. 6GiB, 6G, 6000MiB.",
+    )  # fmt: skip
     # The emulated accelerator: each batch takes a + b*batch_size ms and m0 + m1*batch_size MiB.
     # 4 + 7*B ms (~138 img/s at batch 16) is a little faster than the 0-worker loader at 416 px
     # on this 2-core CPU (~8.5 ms of CPU per image: ~118 img/s), so the data pipeline matters;
     # 600 + 150*B MiB puts the largest batch under an 8 GiB cap at 50.
-    emulated_ms: tuple[float, float] = (4.0, 7.0)
-    emulated_mib: tuple[float, float] = (600.0, 150.0)
-    # Emulated storage latency: each sample's fetch first waits this many ms (a sleep, no CPU),
-    # as on network storage or a hard disk; 0 = none. Labelled EMULATED wherever it shows.
-    emulated_io_ms: float = 0.0
-    # Its spread: 0 = every read waits exactly emulated_io_ms; c > 0 = each file's wait is drawn
-    # once (lognormal, mean emulated_io_ms, coefficient of variation c; the same file waits the
-    # same in every trial and epoch), as a disk whose seeks depend on where a file lies.
-    emulated_io_cv: float = 0.0
-    seed: int = 0
-    optimizer: str = "sgd"  # train workload: sgd (momentum 0.937, nesterov) | adamw
-    # Ranks of a DistributedDataParallel job on this machine, one process per device (NCCL on
-    # CUDA, gloo on a CPU); 1 = a single process, no DDP. The loader knobs are per rank.
-    gpus: int = 1
+    emulated_ms: tuple[float, float] = opt(
+        (4.0, 7.0), kind=PAIR,
+        help="Emulated step time A,B: A + B*batch ms [default: {default[0]:g},{default[1]:g}].",
+    )  # fmt: skip
+    emulated_mib: tuple[float, float] = opt(
+        (600.0, 150.0), kind=PAIR, help="Emulated device memory M0,M1: M0 + M1*batch MiB "
+        "[default: {default[0]:g},{default[1]:g}].",
+    )  # fmt: skip
+    emulated_io_ms: float = opt(
+        0.0, kind=NUMBER, low=0, metavar="MS",
+        help="Emulated storage latency: each sample's read first waits MS milliseconds "
+        "(a sleep, no CPU), as on network storage or a hard disk, so that many workers "
+        "pay off even on a few cores; results are labelled EMULATED [default: 0, none].",
+    )  # fmt: skip
+    # The same file waits the same in every trial and epoch.
+    emulated_io_cv: float = opt(
+        0.0, kind=NUMBER, low=0, metavar="CV",
+        help="Spread of the emulated storage latency: each file's wait is drawn once, "
+        "lognormal with mean --emulated-io-ms and this coefficient of variation (2: most "
+        "reads fast, a few many times slower, as a hard disk's seeks) [default: 0, "
+        "every read the same].",
+    )  # fmt: skip
+    # Seeds the generated dataset and the augmentation; a spec file's only (--seed and tune's
+    # seed are the sampler's).
+    seed: int = opt(0, kind=WHOLE, flags=(), api=None)
+    optimizer: str = opt(  # sgd (momentum 0.937, nesterov) | adamw
+        "sgd", choices=OPTIMIZERS, noun="optimizer",
+        help="Optimizer of the train workload [default: {default}].",
+    )  # fmt: skip
+    gpus: int = opt(  # DDP ranks; NCCL on CUDA, gloo on a CPU
+        1, kind=WHOLE, low=1,
+        help="Ranks of a DistributedDataParallel job on this machine, one process per GPU "
+        "(NCCL), each with its own DataLoader: num_workers and batch_size are per rank and "
+        "the throughput is the job's [default: 1, no DDP]. On a machine without GPUs (or "
+        "with --device cpu), CPU ranks with gloo, for testing.",
+    )  # fmt: skip
     # Your own dataset (and model and step) instead of YOLOv4-tiny on a detection dataset;
     # ``kind`` still applies: train (your step), loader, emulated (your data, a stand-in device).
+    # Its options are PipelineSpec's (its own table, [pipeline]).
     pipeline: PipelineSpec | None = None
-    # The built-in dataset's cache (the article's remedies for a slow data side): none | ram
-    # (encoded files in shared memory; decode per sample) | memmap (decoded once, resized to
-    # fit img_size, memory-mapped; augmentation per sample). See workload/cache.py.
-    cache: str = "none"
-    # Where a memmap cache is kept; None = $LOADERSEARCH_CACHE_DIR, $XDG_CACHE_HOME/loadersearch
-    # or ~/.cache/loadersearch. Not part of what is measured (a resume may move it).
-    cache_dir: str | None = None
+    # The built-in dataset's cache (the article's remedies for a slow data side): see
+    # workload/cache.py.
+    cache: str = opt(
+        "none", choices=CACHES, noun="cache",
+        help="Where the built-in dataset's images come from [default: none, each file "
+        "read and decoded per sample]. ram: the encoded files held in shared memory (no "
+        "storage reads; decoding still per sample); memmap: decoded once and resized to "
+        "fit --img-size into a memory-mapped file, built once per dataset and size in "
+        "the cache directory and reused (augmentation still per sample).",
+    )  # fmt: skip
+    cache_dir: str | None = opt(  # not part of what is measured (a resume may move it)
+        None, kind=DIR,
+        help="Where memmap caches are kept [default: $LOADERSEARCH_CACHE_DIR, else "
+        "$XDG_CACHE_HOME/loadersearch or ~/.cache/loadersearch; never inside the dataset "
+        "unless given so].",
+    )  # fmt: skip
 
     def __post_init__(self) -> None:
         if isinstance(self.pipeline, dict):  # from JSON (the child, a stored study)
             object.__setattr__(self, "pipeline", PipelineSpec.from_dict(self.pipeline))
-        if self.kind not in WORKLOADS:
-            raise ValueError(
-                f"Unknown workload {self.kind!r}; choose one of {', '.join(WORKLOADS)}."
-            )
-        if self.device not in DEVICES:
-            raise ValueError(
-                f"Unknown device {self.device!r}; choose one of {', '.join(DEVICES)}."
-            )
         if self.img_size is not None and (self.img_size < 32 or self.img_size % 32):
             raise ValueError(
                 f"img_size must be a positive multiple of 32 (YOLOv4-tiny's stride) "
                 f"but got {self.img_size}."
-            )
-        if self.vram_cap is not None and self.vram_cap <= 0:
-            raise ValueError(f"vram_cap must be positive but got {self.vram_cap}.")
-        if self.data_format is not None and self.data_format not in FORMATS:
-            raise ValueError(
-                f"Unknown dataset format {self.data_format!r}; choose one of {', '.join(FORMATS)}."
-            )
-        if self.cache not in CACHES:
-            raise ValueError(f"Unknown cache {self.cache!r}; choose one of {', '.join(CACHES)}.")
-        if self.optimizer not in OPTIMIZERS:
-            raise ValueError(
-                f"Unknown optimizer {self.optimizer!r}; choose one of {', '.join(OPTIMIZERS)}."
             )
         if isinstance(self.gpus, bool) or int(self.gpus) != self.gpus or self.gpus < 1:
             raise ValueError(f"gpus must be a whole number of at least 1 but got {self.gpus!r}.")
@@ -399,29 +412,23 @@ class WorkloadSpec:
                 f"emulated_ms {self.emulated_ms!r} and emulated_mib {self.emulated_mib!r} "
                 "must be finite numbers, not negative (e.g. [4, 7] and [600, 150])."
             )
-        try:
-            io_ms = float(self.emulated_io_ms)
-        except (TypeError, ValueError):
-            io_ms = math.nan
-        if isinstance(self.emulated_io_ms, bool) or not (math.isfinite(io_ms) and io_ms >= 0):
-            raise ValueError(
-                f"emulated_io_ms must be a finite number of milliseconds, not negative (e.g. "
-                f"20), but got {self.emulated_io_ms!r}."
-            )
-        object.__setattr__(self, "emulated_io_ms", io_ms)
-        try:
-            io_cv = float(self.emulated_io_cv)
-        except (TypeError, ValueError):
-            io_cv = math.nan
-        if isinstance(self.emulated_io_cv, bool) or not (math.isfinite(io_cv) and io_cv >= 0):
-            raise ValueError(
-                f"emulated_io_cv must be a finite number, not negative (e.g. 2: a few reads "
-                f"many times slower than most), but got {self.emulated_io_cv!r}."
-            )
-        object.__setattr__(self, "emulated_io_cv", io_cv)
+        for name, what in (
+            ("emulated_io_ms", "a finite number of milliseconds, not negative (e.g. 20)"),
+            ("emulated_io_cv", "a finite number, not negative (e.g. 2: a few reads many times "
+             "slower than most)"),
+        ):  # fmt: skip
+            value = getattr(self, name)
+            try:
+                number = float(value)
+            except (TypeError, ValueError):
+                number = math.nan
+            if isinstance(value, bool) or not (math.isfinite(number) and number >= 0):
+                raise ValueError(f"{name} must be {what}, but got {value!r}.")
+            object.__setattr__(self, name, number)
         # JSON turns tuples into lists; keep them tuples so specs compare equal after a round trip.
         object.__setattr__(self, "emulated_ms", tuple(float(x) for x in self.emulated_ms))
         object.__setattr__(self, "emulated_mib", tuple(float(x) for x in self.emulated_mib))
+        check_fields(self)  # choices (kind, device, data_format, cache, optimizer), vram_cap
         if self.pipeline is not None:
             self._check_pipeline(self.pipeline)
 
@@ -470,13 +477,6 @@ class WorkloadSpec:
         spread = f", CV {self.emulated_io_cv:g} per file" if self.emulated_io_cv else ""
         return f"EMULATED storage latency {self.emulated_io_ms:g} ms/sample{spread}"
 
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> WorkloadSpec:
-        known = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in known})
 
 
 def workload_for(workload: WorkloadSpec, config: LoaderConfig) -> WorkloadSpec:
@@ -488,65 +488,72 @@ def workload_for(workload: WorkloadSpec, config: LoaderConfig) -> WorkloadSpec:
 
 
 @dataclass(frozen=True)
-class MeasurePlan:
+class MeasurePlan(_Record):
     """How long one measurement runs: warm-up, then ``epochs`` short epochs of ``steps``, or
     more for a configuration with many batches in flight (:meth:`sized_steps`)."""
 
     # Defaults: 4 warm-up + 3 x 8 measured steps, about 10 s on a 2-core CPU for the train
     # workload at 128 px, batch 16 (process start and imports ~3.5 s of it, not measured).
-    epochs: int = 3  # measured short epochs, after the warm-up
-    steps: int = 8  # steps (batches) per short epoch
-    windows_per_epoch: int = 2  # each short epoch is cut into this many measurement windows
-    warmup_epochs: int = 1  # not measured: cudnn autotune, page cache, allocator growth
-    warmup_steps: int | None = 4  # steps per warm-up epoch; None = ``steps``
-    timeout_s: float = 300.0  # wall-clock limit for the whole child, start-up included
-    stall_s: float = 120.0  # after start-up, no window for this long = a hang (TIMEOUT)
+    epochs: int = opt(3, kind=WHOLE, low=1, help="Measured short epochs, after the warm-up.")
+    steps: int = opt(8, kind=WHOLE, low=1, help="Batches per short epoch.")
+    windows_per_epoch: int = opt(
+        2, kind=WHOLE, low=1, flags=("--windows-per-epoch", "--windows"),
+        help="Measurement windows per short epoch: the steps the pruner compares.",
+    )  # fmt: skip
+    warmup_epochs: int = opt(  # not measured: cudnn autotune, page cache, allocator growth
+        1, kind=WHOLE, low=0, help="Unmeasured warm-up epochs [default: {default}]."
+    )
+    warmup_steps: int | None = opt(4, kind=WHOLE, low=1, help="Batches per warm-up epoch.")
+    timeout_s: float = opt(
+        300.0, kind=NUMBER, low=0, low_open=True, flags=("--timeout", "--trial-timeout"),
+        help="Wall-clock limit of one measurement in seconds, start-up included "
+        "[default: {default:g}].",
+    )  # fmt: skip
+    # after start-up, no window for this long = a hang (TIMEOUT)
+    stall_s: float = opt(120.0, kind=NUMBER, low=0, low_open=True, flags=())
     # Sized to the configuration (sized_steps): a measured epoch of a configuration with
-    # workers holds at least in_flight_rounds x the batches its DataLoader keeps in flight
-    # (num_workers x prefetch_factor), plus one batch per worker, so that every worker count
-    # has a steady part to measure; 0 = exactly ``steps`` for every configuration.
-    in_flight_rounds: int = 2
-    # A sized epoch is cut to what fits in this many seconds at the rate of the warm-up epoch
-    # (never below ``steps``); without a warm-up it is not cut.
-    epoch_limit_s: float = 20.0
-    # Measured until the projected epoch time is known this well: the relative half-width of
-    # its 90% confidence interval, from the spread of the measured epochs' own projections
-    # (measure.projection.epoch_time_precision). While it is wider after ``epochs`` measured
-    # epochs, more epochs of the same length follow (not cut into windows: the pruner compares
-    # the same windows in every trial), for at most ``extend_limit_s`` seconds. Reads whose
-    # time varies a lot (a disk's seeks, a network file system) need it: a few short epochs
-    # see the typical read, not the mean one. 0 = exactly ``epochs``.
-    precision: float = 0.0
-    extend_limit_s: float = 20.0
+    # workers holds at least in_flight_rounds x the batches its DataLoader keeps in flight,
+    # plus one batch per worker, so that every worker count has a steady part to measure.
+    in_flight_rounds: int = opt(
+        2, kind=WHOLE, low=0,
+        help="Size each measured epoch to its configuration: with W workers and prefetch "
+        "factor P, at least ROUNDS x W x P + W steps (the batches in flight, ROUNDS times "
+        "over), so that every worker count has a steady part; 0 = --steps for every "
+        "configuration [default: {default}].",
+    )  # fmt: skip
+    epoch_limit_s: float = opt(  # without a warm-up, not cut
+        20.0, kind=NUMBER, low=0, low_open=True, flags=("--epoch-limit",),
+        help="Seconds a sized epoch may take at the warm-up's rate; longer ones are cut "
+        "(never below --steps) [default: {default:g}].",
+    )  # fmt: skip
+    # The relative half-width of the projected epoch time's 90% confidence interval
+    # (measure.projection.epoch_time_precision). The extra epochs have the same length (not
+    # cut into windows: the pruner compares the same windows in every trial). Reads whose time
+    # varies a lot (a disk's seeks, a network file system) need it: a few short epochs see the
+    # typical read, not the mean one.
+    precision: float = opt(
+        0.0, kind=NUMBER, low=0, high=1, high_open=True,
+        help="Measure until the projected epoch time is known this well: the relative "
+        "half-width of its 90% confidence interval, from the spread of the measured "
+        "epochs; more epochs follow while it is wider, within --extend-limit seconds. "
+        f"Storage whose reads vary a lot needs it. 0 = exactly --epochs [default: "
+        f"{DEFAULT_PRECISION:g}].",
+    )  # fmt: skip
+    extend_limit_s: float = opt(
+        20.0, kind=NUMBER, low=0, flags=("--extend-limit",),
+        help="Seconds of measured epochs a measurement may add for --precision, and never "
+        "more than 3x its planned epochs' time [default: {default:g}; a study where the CPU "
+        "does the heavy work: 8].",
+    )  # fmt: skip
     projection: int = PROJECTION_METHOD  # the projection's method (stored: see its comment)
     extra: dict[str, Any] = field(default_factory=dict)  # reserved for workload-specific knobs
 
     def __post_init__(self) -> None:
-        for name in ("epochs", "steps", "windows_per_epoch"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be at least 1 but got {getattr(self, name)}.")
-        if self.warmup_epochs < 0:
-            raise ValueError(f"warmup_epochs cannot be negative but got {self.warmup_epochs}.")
-        if self.warmup_steps is not None and self.warmup_steps < 1:
-            raise ValueError(f"warmup_steps must be at least 1 but got {self.warmup_steps}.")
+        check_fields(self)
         if self.windows_per_epoch > self.steps:
             raise ValueError(
                 f"windows_per_epoch ({self.windows_per_epoch}) cannot exceed steps ({self.steps})."
             )
-        if self.timeout_s <= 0:
-            raise ValueError(f"timeout_s must be positive but got {self.timeout_s}.")
-        if self.stall_s <= 0:
-            raise ValueError(f"stall_s must be positive but got {self.stall_s}.")
-        if self.in_flight_rounds < 0:
-            raise ValueError(
-                f"in_flight_rounds cannot be negative but got {self.in_flight_rounds}."
-            )
-        if not self.epoch_limit_s > 0:
-            raise ValueError(f"epoch_limit_s must be positive but got {self.epoch_limit_s}.")
-        if not 0 <= self.precision < 1:
-            raise ValueError(f"precision must be in [0, 1) but got {self.precision}.")
-        if self.extend_limit_s < 0:
-            raise ValueError(f"extend_limit_s cannot be negative but got {self.extend_limit_s}.")
 
     def sized_steps(self, config: LoaderConfig, full_steps: int = 0) -> int:
         """Steps of one measured epoch of ``config`` before the time limit: ``steps``, or for
@@ -591,10 +598,3 @@ class MeasurePlan:
     def n_windows(self) -> int:
         return self.epochs * self.windows_per_epoch
 
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> MeasurePlan:
-        known = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in known})

@@ -1,4 +1,8 @@
-"""Options several commands share, defined once so their names and help stay the same."""
+"""The commands' options. Those of a dataclass field (the loader knobs, the workload, the plan,
+the study) are derived from its declaration (:mod:`loadersearch.options`): flags, type, help
+and bounds are written there once; :func:`option` makes the click option, :func:`given_values`
+reads what was given back as the spec file keys it. The rest belong to one command or to its
+way of running (--no-wait, the pipeline's references and trust)."""
 
 from __future__ import annotations
 
@@ -10,38 +14,29 @@ from typing import Any
 import click
 
 from loadersearch.config import (
-    CACHES,
-    DEVICES,
-    FORMATS,
-    OPTIMIZERS,
     PIPELINE_PARTS,
-    WORKLOADS,
+    LoaderConfig,
     MeasurePlan,
+    PipelineSpec,
     WorkloadSpec,
+)
+from loadersearch.options import (
+    DIR,
+    FLAG,
+    NUMBER,
+    OFF,
+    ON,
+    PAIR,
+    PATH,
+    SIZE,
+    WHOLE,
+    Option,
+    declared,
+    default_of,
+    help_of,
     parse_size,
 )
-
-_PLAN = MeasurePlan()
-_SPEC = WorkloadSpec()
-
-storage_option = click.option(
-    "--storage",
-    help="Optuna storage URL (default $LOADERSEARCH_STORAGE or "
-    "sqlite:///studies/loadersearch.db); postgresql+psycopg://USER@HOST/DB or "
-    "mysql+pymysql://... for a study shared by several machines.",
-)
-
-
-def study_option(help: str = "Study name (default: the only one in the storage).", **kw):
-    return click.option("--study", "study_name", help=help, **kw)
-
-
-allow_mixed_hardware_option = click.option(
-    "--allow-mixed-hardware",
-    is_flag=True,
-    help="Join a study created on another hardware class (GPU model, GPU or CPU count) "
-    "anyway; each trial records its host and the differences.",
-)
+from loadersearch.search.settings import StudySettings
 
 no_wait_option = click.option(
     "--no-wait",
@@ -127,176 +122,123 @@ pipeline_trust_options = _apply(
     ]
 )
 
-# What a measurement trains on (WorkloadSpec), shared by run and bench. Every default is None
-# ("not given"): a study spec file or WorkloadSpec's own default applies.
+class DeclaredOption(click.Option):
+    """A command-line option derived from a field's :class:`~loadersearch.options.Option`;
+    ``declaration`` is (the dataclass, the field's name, whether the help is the field's)."""
+
+    def __init__(self, *args: Any, declaration: tuple[type, str, bool], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.declaration = declaration
+
+
+def _click_type(o: Option) -> Any:
+    if o.choices:
+        return click.Choice(o.choices)
+    if o.kind == WHOLE:
+        return int if o.low is None and o.high is None else click.IntRange(o.low, o.high)
+    if o.kind == NUMBER:
+        if o.low is None and o.high is None:
+            return float
+        return click.FloatRange(o.low, o.high, min_open=o.low_open, max_open=o.high_open)
+    paths = {PATH: click.Path(), DIR: click.Path(file_okay=False)}
+    return {SIZE: SizeType(), PAIR: PairType(), **paths}.get(o.kind)
+
+
+def option(
+    owner: type, name: str, *, help: str | None = None, default: Any = None, **kw: Any
+) -> Callable:
+    """The click option of field ``name`` of dataclass ``owner``, as its declaration says:
+    its flags, type and help (``help`` instead, for a command that says it otherwise); its
+    default ``default`` (None: "not given", the spec file's or the field's default applies)."""
+    o = declared(owner)[name]
+    flags = o.cli_flags(name)
+    if o.kind in (FLAG, OFF, ON):
+        if "/" not in flags[0]:  # else --x/--no-x: True, False or not given
+            kw.setdefault("is_flag", True)
+        if o.kind in (OFF, ON):
+            default = False  # given or not
+    elif _click_type(o) is not None:
+        kw["type"] = _click_type(o)
+    if o.metavar:
+        kw["metavar"] = o.metavar
+    return click.option(
+        *flags,
+        o.dest or name,
+        cls=DeclaredOption,
+        declaration=(owner, name, help is None),
+        default=default,
+        help=help_of(owner, name) if help is None else help,
+        **kw,
+    )
+
+
+def options_of(owner: type, *, exclude: tuple[str, ...] = ()) -> list[Callable]:
+    """The click options of every declared field of ``owner`` that has a flag."""
+    return [
+        option(owner, name)
+        for name, o in declared(owner).items()
+        if o.cli_flags(name) and name not in exclude
+    ]
+
+
+def keys_of(owner: type) -> tuple[str, ...]:
+    """The command's parameter names of ``owner``'s options (see :func:`given`)."""
+    return tuple(o.dest or name for name, o in declared(owner).items() if o.cli_flags(name))
+
+
+storage_option = option(StudySettings, "storage")
+allow_mixed_hardware_option = option(StudySettings, "allow_mixed_hardware")
+
+
+def study_option(help: str = "Study name (default: the only one in the storage).", **kw: Any):
+    """``--study``, with the help of the command that takes it."""
+    return option(StudySettings, "study_name", help=help, **kw)
+
+
+def given_values(opts: dict[str, Any], owner: type) -> dict[str, Any]:
+    """The options of ``owner`` that were given, removed from ``opts``, keyed as a spec file
+    keys them (:class:`~loadersearch.search.settings.Overrides`): a switch given (--no-probe,
+    --allow-mixed-hardware) is its value, one not given is not."""
+    out: dict[str, Any] = {}
+    for name, o in declared(owner).items():
+        dest = o.dest or name
+        if not o.cli_flags(name) or dest not in opts:
+            continue
+        value = opts.pop(dest)
+        if o.kind in (OFF, ON):
+            value = (o.kind == ON) if value else None
+        if value is not None:
+            out[o.key or name] = value
+    return out
+
+
+def loader_options(
+    *, defaults: bool, exclude: tuple[str, ...] = (), help: dict[str, str] | None = None
+) -> Callable:
+    """The loader knobs (LoaderConfig) of bench (``defaults``: the field's, shown) and
+    diagnose (None: not given); ``help`` for a command that says one otherwise."""
+    names = [n for n, o in declared(LoaderConfig).items() if o.cli_flags(n) and n not in exclude]
+    return _apply(
+        [
+            option(
+                LoaderConfig,
+                name,
+                help=(help or {}).get(name),
+                default=default_of(LoaderConfig, name) if defaults else None,
+                show_default=defaults,
+            )
+            for name in names
+        ]
+    )
+
+
+# What a measurement trains on (WorkloadSpec), shared by run, bench and diagnose. Every default
+# is None ("not given"): a study spec file or WorkloadSpec's own default applies.
 workload_options = _apply(
     [
-        click.option(
-            "--workload",
-            "kind",
-            type=click.Choice(WORKLOADS),
-            default=None,
-            help="train: YOLOv4-tiny (or your --model/--step) forward+backward+step on this "
-            "machine's device (default); loader: the data pipeline alone; emulated: a "
-            "sleeping stand-in accelerator (labelled EMULATED).",
-        ),
-        click.option(
-            "--data",
-            type=click.Path(),
-            default=None,
-            help="Dataset directory (YOLO, VOC or COCO layout). Default: the built-in "
-            "generated dataset.",
-        ),
-        click.option(
-            "--data-format",
-            "--format",
-            "data_format",
-            type=click.Choice(FORMATS),
-            default=None,
-            help="Dataset layout; detected from the directory when omitted.",
-        ),
-        click.option(
-            "--data-split",
-            default=None,
-            help="Split to use when the dataset holds several (e.g. train, train2017).",
-        ),
-        click.option(
-            "--img-size",
-            type=click.IntRange(min=32),
-            default=None,
-            help="Network input in pixels (multiple of 32). Default: 416, or 128 for train "
-            "on a CPU.",
-        ),
-        click.option(
-            "--device",
-            type=click.Choice(DEVICES),
-            default=None,
-            help="Where the train and loader workloads run (default auto: CUDA when present).",
-        ),
-        click.option(
-            "--vram-cap",
-            type=SizeType(),
-            default=None,
-            help="Device memory a configuration may use, e.g. 6GiB, 6G, 6000MiB.",
-        ),
-        click.option(
-            "--emulated-ms",
-            type=PairType(),
-            default=None,
-            help="Emulated step time A,B: A + B*batch ms [default: "
-            f"{_SPEC.emulated_ms[0]:g},{_SPEC.emulated_ms[1]:g}].",
-        ),
-        click.option(
-            "--emulated-mib",
-            type=PairType(),
-            default=None,
-            help="Emulated device memory M0,M1: M0 + M1*batch MiB [default: "
-            f"{_SPEC.emulated_mib[0]:g},{_SPEC.emulated_mib[1]:g}].",
-        ),
-        click.option(
-            "--emulated-io-ms",
-            type=click.FloatRange(min=0),
-            default=None,
-            metavar="MS",
-            help="Emulated storage latency: each sample's read first waits MS milliseconds "
-            "(a sleep, no CPU), as on network storage or a hard disk, so that many workers "
-            "pay off even on a few cores; results are labelled EMULATED [default: 0, none].",
-        ),
-        click.option(
-            "--emulated-io-cv",
-            type=click.FloatRange(min=0),
-            default=None,
-            metavar="CV",
-            help="Spread of the emulated storage latency: each file's wait is drawn once, "
-            "lognormal with mean --emulated-io-ms and this coefficient of variation (2: most "
-            "reads fast, a few many times slower, as a hard disk's seeks) [default: 0, "
-            "every read the same].",
-        ),
-        click.option(
-            "--mosaic/--no-mosaic",
-            default=None,
-            help="4-image mosaic augmentation (p=0.5) [default: off].",
-        ),
-        click.option(
-            "--skip-bad-samples",
-            is_flag=True,
-            default=None,
-            help="Leave out unreadable samples (counted) instead of stopping.",
-        ),
-        click.option(
-            "--cache",
-            type=click.Choice(CACHES),
-            default=None,
-            help="Where the built-in dataset's images come from [default: none, each file "
-            "read and decoded per sample]. ram: the encoded files held in shared memory (no "
-            "storage reads; decoding still per sample); memmap: decoded once and resized to "
-            "fit --img-size into a memory-mapped file, built once per dataset and size in "
-            "the cache directory and reused (augmentation still per sample).",
-        ),
-        click.option(
-            "--cache-dir",
-            type=click.Path(file_okay=False),
-            default=None,
-            help="Where memmap caches are kept [default: $LOADERSEARCH_CACHE_DIR, else "
-            "$XDG_CACHE_HOME/loadersearch or ~/.cache/loadersearch; never inside the dataset "
-            "unless given so].",
-        ),
-        click.option(
-            "--optimizer",
-            type=click.Choice(OPTIMIZERS),
-            default=None,
-            help=f"Optimizer of the train workload [default: {_SPEC.optimizer}].",
-        ),
-        click.option(
-            "--gpus",
-            type=click.IntRange(min=1),
-            default=None,
-            help="Ranks of a DistributedDataParallel job on this machine, one process per GPU "
-            "(NCCL), each with its own DataLoader: num_workers and batch_size are per rank and "
-            "the throughput is the job's [default: 1, no DDP]. On a machine without GPUs (or "
-            "with --device cpu), CPU ranks with gloo, for testing.",
-        ),
+        *options_of(WorkloadSpec),
         # Your own pipeline (PipelineSpec): references the measuring process imports.
-        click.option(
-            "--dataset",
-            "pipeline_dataset",
-            metavar="MODULE:NAME",
-            default=None,
-            help="Your own dataset instead of YOLOv4-tiny's: a callable returning a map-style "
-            "Dataset, e.g. mypkg.data:make_dataset (the working directory is on the "
-            "measuring process's path).",
-        ),
-        click.option(
-            "--model",
-            "pipeline_model",
-            metavar="MODULE:NAME",
-            default=None,
-            help="With --dataset: a callable returning your nn.Module (moved to the device).",
-        ),
-        click.option(
-            "--loss",
-            "pipeline_loss",
-            metavar="MODULE:NAME",
-            default=None,
-            help="With --model, the default step (forward, backward, optimizer step; AMP on "
-            "CUDA) on (inputs, targets) batches: a loss class (torch.nn:CrossEntropyLoss) or "
-            "function.",
-        ),
-        click.option(
-            "--step",
-            "pipeline_step",
-            metavar="MODULE:NAME",
-            default=None,
-            help="Your step builder instead: make_step(model, device) returns step(batch), "
-            "called once per batch (already on the device).",
-        ),
-        click.option(
-            "--collate",
-            "pipeline_collate",
-            metavar="MODULE:NAME",
-            default=None,
-            help="Your collate_fn (default: PyTorch's default_collate).",
-        ),
+        *options_of(PipelineSpec),
         click.option(
             "--arg",
             "pipeline_args",
@@ -308,25 +250,7 @@ workload_options = _apply(
         ),
     ]
 )
-WORKLOAD_KEYS = (
-    "kind",
-    "data",
-    "data_format",
-    "data_split",
-    "img_size",
-    "device",
-    "vram_cap",
-    "emulated_ms",
-    "emulated_mib",
-    "emulated_io_ms",
-    "emulated_io_cv",
-    "mosaic",
-    "skip_bad_samples",
-    "optimizer",
-    "gpus",
-    "cache",
-    "cache_dir",
-)
+WORKLOAD_KEYS = keys_of(WorkloadSpec)
 
 
 def pipeline_given(opts: dict[str, Any]) -> dict[str, Any]:
@@ -357,96 +281,9 @@ def parse_arg(text: str) -> tuple[str, str, Any]:
     return part, key, value
 
 
-# How long a measurement runs (MeasurePlan), shared by run and bench; None = not given.
-plan_options = _apply(
-    [
-        click.option(
-            "--epochs",
-            type=click.IntRange(min=1),
-            default=None,
-            help="Measured short epochs, after the warm-up.",
-        ),
-        click.option(
-            "--steps", type=click.IntRange(min=1), default=None, help="Batches per short epoch."
-        ),
-        click.option(
-            "--windows-per-epoch",
-            "--windows",
-            "windows_per_epoch",
-            type=click.IntRange(min=1),
-            default=None,
-            help="Measurement windows per short epoch: the steps the pruner compares.",
-        ),
-        click.option(
-            "--warmup-epochs",
-            type=click.IntRange(min=0),
-            default=None,
-            help=f"Unmeasured warm-up epochs [default: {_PLAN.warmup_epochs}].",
-        ),
-        click.option(
-            "--warmup-steps",
-            type=click.IntRange(min=1),
-            default=None,
-            help="Batches per warm-up epoch.",
-        ),
-        click.option(
-            "--in-flight-rounds",
-            type=click.IntRange(min=0),
-            default=None,
-            help="Size each measured epoch to its configuration: with W workers and prefetch "
-            "factor P, at least ROUNDS x W x P + W steps (the batches in flight, ROUNDS times "
-            "over), so that every worker count has a steady part; 0 = --steps for every "
-            f"configuration [default: {_PLAN.in_flight_rounds}].",
-        ),
-        click.option(
-            "--epoch-limit",
-            "epoch_limit_s",
-            type=click.FloatRange(min=0, min_open=True),
-            default=None,
-            help="Seconds a sized epoch may take at the warm-up's rate; longer ones are cut "
-            f"(never below --steps) [default: {_PLAN.epoch_limit_s:g}].",
-        ),
-        click.option(
-            "--precision",
-            type=click.FloatRange(min=0, max=1, max_open=True),
-            default=None,
-            help="Measure until the projected epoch time is known this well: the relative "
-            "half-width of its 90% confidence interval, from the spread of the measured "
-            "epochs; more epochs follow while it is wider, within --extend-limit seconds. "
-            "Storage whose reads vary a lot needs it. 0 = exactly --epochs [default: 0.05].",
-        ),
-        click.option(
-            "--extend-limit",
-            "extend_limit_s",
-            type=click.FloatRange(min=0),
-            default=None,
-            help="Seconds of measured epochs a measurement may add for --precision, and never "
-            "more than 3x its planned epochs' time [default: 20; a study where the CPU does "
-            "the heavy work: 8].",
-        ),
-        click.option(
-            "--timeout",
-            "--trial-timeout",
-            "timeout_s",
-            type=click.FloatRange(min=0, min_open=True),
-            default=None,
-            help=f"Wall-clock limit of one measurement in seconds, start-up included "
-            f"[default: {_PLAN.timeout_s:g}].",
-        ),
-    ]
-)
-PLAN_KEYS = (
-    "epochs",
-    "steps",
-    "windows_per_epoch",
-    "warmup_epochs",
-    "warmup_steps",
-    "timeout_s",
-    "in_flight_rounds",
-    "epoch_limit_s",
-    "precision",
-    "extend_limit_s",
-)
+# How long a measurement runs (MeasurePlan), shared by run, bench and diagnose; None = not given.
+plan_options = _apply(options_of(MeasurePlan))
+PLAN_KEYS = keys_of(MeasurePlan)
 
 
 def given(opts: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:

@@ -12,17 +12,12 @@ from loadersearch.cli._options import (
     PLAN_KEYS,
     WORKLOAD_KEYS,
     given,
+    loader_options,
     pipeline_given,
     plan_options,
     workload_options,
 )
-from loadersearch.config import (
-    DEFAULT_START_METHOD,
-    START_METHODS,
-    LoaderConfig,
-    MeasurePlan,
-    WorkloadSpec,
-)
+from loadersearch.config import LoaderConfig, MeasurePlan, WorkloadSpec
 from loadersearch.errors import LoaderSearchError
 from loadersearch.measure.shm import fmt_bytes
 
@@ -49,28 +44,7 @@ A busy machine: the CPU other processes used while measuring is shown ("machine"
 warning when it was at least LOADERSEARCH_BUSY_SHARE (0.25) of the CPUs.""",
 )
 @workload_options
-@click.option("--num-workers", type=click.IntRange(min=0), default=0, show_default=True)
-@click.option("--batch-size", type=click.IntRange(min=1), default=16, show_default=True)
-@click.option("--pin-memory/--no-pin-memory", default=False, show_default=True)
-@click.option(
-    "--prefetch-factor",
-    type=click.IntRange(min=1),
-    default=None,
-    help="Batches each worker loads ahead (PyTorch's default 2 when omitted). Needs workers.",
-)
-@click.option(
-    "--persistent-workers/--no-persistent-workers",
-    default=False,
-    show_default=True,
-    help="Keep workers alive between epochs. Needs workers.",
-)
-@click.option(
-    "--start-method",
-    type=click.Choice(START_METHODS),
-    default=None,
-    help=f"How workers start (DataLoader's multiprocessing_context; default "
-    f"{DEFAULT_START_METHOD}). Needs workers.",
-)
+@loader_options(defaults=True)
 @plan_options
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def bench(

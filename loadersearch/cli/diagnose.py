@@ -12,6 +12,8 @@ from loadersearch.cli._options import (
     PLAN_KEYS,
     WORKLOAD_KEYS,
     given,
+    keys_of,
+    loader_options,
     pipeline_given,
     pipeline_trust,
     pipeline_trust_options,
@@ -23,7 +25,7 @@ from loadersearch.cli._options import (
 from loadersearch.config import LoaderConfig, MeasurePlan, PipelineSpec, WorkloadSpec
 from loadersearch.errors import LoaderSearchError
 
-_LOADER_KEYS = ("num_workers", "batch_size", "pin_memory", "prefetch_factor", "persistent_workers")
+_LOADER_KEYS = tuple(k for k in keys_of(LoaderConfig) if k != "start_method")
 
 
 @click.command(
@@ -33,17 +35,14 @@ Exit codes: 0 diagnosed; 1 a measurement it needs failed (the verdict is "unknow
 error; 2 invalid options; 130 Ctrl-C (the measuring processes are killed first).""",
 )
 @workload_options
-@click.option(
-    "--num-workers",
-    type=click.IntRange(min=0),
-    default=None,
-    help="Diagnose this configuration instead of the study's winner (the other loader "
-    "options then default as in `bench`).",
+@loader_options(
+    defaults=False,
+    exclude=("start_method",),
+    help={
+        "num_workers": "Diagnose this configuration instead of the study's winner (the other "
+        "loader options then default as in `bench`)."
+    },
 )
-@click.option("--batch-size", type=click.IntRange(min=1), default=None)
-@click.option("--pin-memory/--no-pin-memory", default=None)
-@click.option("--prefetch-factor", type=click.IntRange(min=1), default=None)
-@click.option("--persistent-workers/--no-persistent-workers", default=None)
 @study_option("The study whose confirmed winner (and workload) is diagnosed, when no loader "
               "option is given (default: the only study in the storage).")  # fmt: skip
 @storage_option
@@ -128,20 +127,14 @@ def diagnose(
     )
 
     trust = pipeline_trust(opts)
-    loader = {k: opts.pop(k) for k in _LOADER_KEYS}
+    loader = given(opts, _LOADER_KEYS)
     pipeline = resolve_pipeline({}, pipeline_given(opts))
     workload_in = given(opts, WORKLOAD_KEYS)
     plan_in = given(opts, PLAN_KEYS)
     err_console = _console(stderr=True)
     try:
-        if any(v is not None for v in loader.values()):
-            config = LoaderConfig(
-                num_workers=loader["num_workers"] or 0,
-                batch_size=loader["batch_size"] or 16,
-                pin_memory=bool(loader["pin_memory"]),
-                prefetch_factor=loader["prefetch_factor"],
-                persistent_workers=bool(loader["persistent_workers"]),
-            )
+        if loader:  # the others as LoaderConfig's defaults, as bench's
+            config = LoaderConfig(**loader)
             stored: dict[str, Any] = {}
             study = None
         else:

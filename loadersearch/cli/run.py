@@ -10,18 +10,17 @@ from typing import Any
 import click
 
 from loadersearch.cli._options import (
-    PLAN_KEYS,
-    WORKLOAD_KEYS,
     allow_mixed_hardware_option,
-    given,
+    given_values,
     no_wait_option,
+    option,
     pipeline_given,
     plan_options,
     storage_option,
-    study_option,
     workload_options,
 )
-from loadersearch.config import PRUNERS, SAMPLERS
+from loadersearch.config import MeasurePlan, WorkloadSpec
+from loadersearch.search.settings import StudySettings
 
 _SPACE_HELP = (
     "Narrow a knob: num_workers=2:12, batch_size=8:64:8 (step) or pow2:8:128, "
@@ -36,15 +35,8 @@ _SPACE_HELP = (
     type=click.Path(dir_okay=False),
     help="Study spec TOML (e.g. studies/yolov4-tiny-voc.toml); options given here override it.",
 )
-@click.option(
-    "--trials",
-    type=click.IntRange(min=1),
-    default=None,
-    help="The most finished trials the study may hold in total (default 40): it stops "
-    "earlier once its answer is settled (see --no-settle); a resumed study runs only the "
-    "difference, and a larger --trials goes on past a settled answer.",
-)
-@study_option("Study name (default: from workload and hardware).")
+@option(StudySettings, "trials")
+@option(StudySettings, "study_name")
 @storage_option
 @workload_options
 @click.option(
@@ -56,33 +48,10 @@ _SPACE_HELP = (
 )
 @click.option("--space", "ranges", multiple=True, metavar="KNOB=RANGE", help=_SPACE_HELP)
 @plan_options
-@click.option(
-    "--pruner",
-    type=click.Choice(PRUNERS),
-    default=None,
-    help="wilcoxon (default): prune a trial only when it is clearly (>5%, p<0.1) slower than "
-    "the best, window by window; median: Optuna's MedianPruner; none: no pruning.",
-)
-@click.option(
-    "--sampler",
-    type=click.Choice(SAMPLERS),
-    default=None,
-    help="structured (default): a search that knows the problem's shape (workers on a "
-    "doubling ladder, the largest batch first, then the smaller knobs); tpe, gp: Optuna's TPE "
-    "and Gaussian-process samplers; random. None measures a configuration twice.",
-)
-@click.option(
-    "--confirm-rounds",
-    type=click.IntRange(min=0),
-    default=None,
-    help="Interleaved re-measurements of the finalists (default 3; 0 = none).",
-)
-@click.option(
-    "--epochs-planned",
-    type=click.IntRange(min=1),
-    default=None,
-    help="Epochs of your real training, for the time saved (default 300).",
-)
+@option(StudySettings, "pruner")
+@option(StudySettings, "sampler")
+@option(StudySettings, "confirm_rounds")
+@option(StudySettings, "epochs_planned")
 @click.option(
     "--search-cache",
     is_flag=True,
@@ -91,21 +60,10 @@ _SPACE_HELP = (
     "cost next to its per-epoch saving. The memmap cache is built once, before the first "
     "trial. Same as --space cache=all.",
 )
-@click.option("--no-baselines", is_flag=True, help="Do not enqueue the baselines first.")
-@click.option(
-    "--no-probe",
-    is_flag=True,
-    help="Do not probe the largest batch under the VRAM cap (over-cap trials become infeasible).",
-)
-@click.option(
-    "--no-settle",
-    is_flag=True,
-    help="Spend the whole --trials budget, even once the answer is settled (by default the "
-    "study stops when the last 12 trials did not beat the best by more than its measured "
-    "noise, after at least 14 trials that cover the space). Same as settle = false in a "
-    "spec's [study].",
-)
-@click.option("--seed", type=int, help="Sampler seed.")
+@option(StudySettings, "baselines")
+@option(StudySettings, "probe")
+@option(StudySettings, "settle")
+@option(StudySettings, "seed")
 @allow_mixed_hardware_option
 @no_wait_option
 @click.option("--quiet", "-q", is_flag=True, help="Only the answer.")
@@ -143,26 +101,13 @@ def run(spec_file: str | None, quiet: bool, no_wait: bool, **opts: Any) -> None:
         raise click.BadParameter(str(e), param_hint="--fix/--space") from e
     if opts.pop("search_cache"):
         overrides.space_ranges.setdefault("cache", "all")
-    overrides.study = {
-        "trials": opts["trials"],
-        "name": opts["study_name"],
-        "pruner": opts["pruner"],
-        "sampler": opts["sampler"],
-        "confirm_rounds": opts["confirm_rounds"],
-        "epochs_planned": opts["epochs_planned"],
-        "seed": opts["seed"],
-        "baselines": False if opts["no_baselines"] else None,
-        "probe": False if opts["no_probe"] else None,
-        "settle": False if opts["no_settle"] else None,
-        "allow_mixed_hardware": True if opts["allow_mixed_hardware"] else None,
-    }
-    overrides.workload = given(opts, WORKLOAD_KEYS)
+    storage = resolve_storage_url(opts.pop("storage"))
+    overrides.study = given_values(opts, StudySettings)
+    overrides.workload = given_values(opts, WorkloadSpec)
     overrides.pipeline = pipeline_given(opts)
-    overrides.plan = given(opts, PLAN_KEYS)
+    overrides.plan = given_values(opts, MeasurePlan)
     hardware = fingerprint()
-    settings = resolve_settings(
-        spec_file, overrides, hardware=hardware, storage=resolve_storage_url(opts["storage"])
-    )
+    settings = resolve_settings(spec_file, overrides, hardware=hardware, storage=storage)
 
     from loadersearch.cli._progress import make_progress
     from loadersearch.cli.report import render_summary

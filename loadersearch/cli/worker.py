@@ -13,20 +13,21 @@ import click
 from loadersearch.cli._options import (
     allow_mixed_hardware_option,
     no_wait_option,
+    option,
     pipeline_trust,
     pipeline_trust_options,
     storage_option,
     study_option,
 )
+from loadersearch.search.settings import StudySettings
 
 
 @click.command("worker")
 @study_option("Name of the study to join.", required=True)
 @storage_option
-@click.option(
-    "--trials",
-    type=click.IntRange(min=1),
-    default=None,
+@option(
+    StudySettings,
+    "trials",
     help="Finished trials the study should hold in total, over all machines (default: the "
     "total it was started with).",
 )

@@ -338,6 +338,9 @@ def require_joinable(study: optuna.Study) -> None:
         )
 
 
+STORED = ("pruner", "epochs_planned", "confirm_rounds")  # settings_from_study reads these
+
+
 def settings_from_study(
     study: optuna.Study,
     *,
@@ -366,9 +369,8 @@ def settings_from_study(
         plan=MeasurePlan.from_dict(stored_spec(study.user_attrs, "plan")),
         space=SearchSpace.from_dict(stored_spec(study.user_attrs, "space")),
         study_name=study.study_name,
-        pruner=study.user_attrs.get("pruner", PRUNERS[0]),
         sampler=study.user_attrs.get("sampler", SAMPLERS[0]),
-        epochs_planned=study.user_attrs.get("epochs_planned", 300),
-        confirm_rounds=study.user_attrs.get("confirm_rounds", 3),
+        # the study's own values; StudySettings' defaults for those it lacks
+        **{k: study.user_attrs[k] for k in STORED if k in study.user_attrs},
     )
     return dataclasses.replace(base, **changes)

@@ -2,18 +2,18 @@
 
 A spec file (``studies/*.toml``) has up to five tables::
 
-    [study]     name, trials, epochs_planned, confirm_rounds, pruner, sampler, seed, description
-    [workload]  kind, data, format, img_size, classes, mosaic, device, vram_cap ("6GiB"),
-                emulated_ms = [a, b], emulated_mib = [m0, m1], emulated_io_ms,
-                skip_bad_samples, seed, cache = "none" | "ram" | "memmap", cache_dir
-    [plan]      epochs, steps, windows_per_epoch, warmup_epochs, timeout_s, in_flight_rounds,
-                epoch_limit_s, precision, extend_limit_s
-    [space]     num_workers = "0:16", batch_size = "8:64:8" | "pow2:8:128",
+    [study]     StudySettings' options: name, trials, pruner, sampler, settle = false, ...
+    [workload]  WorkloadSpec's: kind, data, format, img_size, vram_cap = "6GiB",
+                emulated_ms = [a, b], cache = "none" | "ram" | "memmap", ...; and classes
+    [plan]      MeasurePlan's: epochs, steps, windows_per_epoch, timeout_s, precision, ...
+    [space]     num_workers = "0:16" | [0, 16], batch_size = "8:64:8" | "pow2:8:128",
                 prefetch_factor = "1:8", pin_memory = "both" | true | false, ...
     [space.fix] batch_size = 16, ...
     [pipeline]  dataset = "mypkg.data:make_dataset", model, loss, step, collate (your own
                 pipeline instead of YOLOv4-tiny); [pipeline.dataset_kwargs] root = "data", ...
 
+The keys of [study], [workload] and [plan] are the options declared on those classes
+(:mod:`loadersearch.options`), with their types; any other key is refused by name.
 :func:`resolve_settings` turns the file, the command-line overrides and this machine into
 :class:`StudySettings`; command-line values win over the file, the file over the defaults.
 """
@@ -26,10 +26,29 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
-from loadersearch.config import PRUNERS, SAMPLERS, MeasurePlan, PipelineSpec, WorkloadSpec
-from loadersearch.config import parse_size as config_parse_size
+from loadersearch.config import (
+    DEFAULT_PRECISION,
+    PRUNERS,
+    SAMPLERS,
+    MeasurePlan,
+    PipelineSpec,
+    WorkloadSpec,
+)
 from loadersearch.errors import LoaderSearchError
 from loadersearch.hardware import Hardware
+from loadersearch.options import (
+    OFF,
+    ON,
+    SIZE,
+    WHOLE,
+    Option,
+    check_fields,
+    conforms,
+    declared,
+    describe,
+    opt,
+)
+from loadersearch.options import parse_size as config_parse_size
 from loadersearch.search.space import KNOBS, SearchSpace, SpaceError, default_worker_bound
 
 if sys.version_info >= (3, 11):
@@ -37,104 +56,120 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
-_SECTIONS = {
-    "study": {
-        "name",
-        "trials",
-        "epochs_planned",
-        "confirm_rounds",
-        "pruner",
-        "sampler",
-        "seed",
-        "description",
-    },
-    "workload": {f.name for f in dataclasses.fields(WorkloadSpec)}
-    | {"format", "split", "classes"},
-    "plan": {f.name for f in dataclasses.fields(MeasurePlan)},
-    "space": set(KNOBS) | {"fix"},
-    "pipeline": {f.name for f in dataclasses.fields(PipelineSpec)},
-}
-
-
 class SpecError(LoaderSearchError):
     """A study spec (file or options) cannot be used; the message names the key and the fix."""
 
 
-# What each value must be. TOML has types of its own, so `trials = "abc"` or `steps = "many"`
-# must be refused by name here rather than fail later inside int() or a comparison.
-_WHOLE, _NUMBER, _TEXT, _FLAG = "a whole number", "a number", "a string", "true or false"
-_PAIR, _SIZE, _RANGE = "two numbers, e.g. [4, 7]", 'a size, e.g. "6GiB"', "a range"
-_TYPES = {
-    "study": {
-        "name": _TEXT,
-        "trials": _WHOLE,
-        "epochs_planned": _WHOLE,
-        "confirm_rounds": _WHOLE,
-        "pruner": _TEXT,
-        "seed": _WHOLE,
-        "description": _TEXT,
-        "settle": _FLAG,
-    },
-    "workload": {
-        "kind": _TEXT,
-        "data": _TEXT,
-        "data_format": _TEXT,
-        "format": _TEXT,
-        "data_split": _TEXT,
-        "split": _TEXT,
-        "img_size": _WHOLE,
-        "classes": _WHOLE,
-        "mosaic": _FLAG,
-        "skip_bad_samples": _FLAG,
-        "device": _TEXT,
-        "vram_cap": _SIZE,
-        "emulated_ms": _PAIR,
-        "emulated_mib": _PAIR,
-        "emulated_io_ms": _NUMBER,
-        "emulated_io_cv": _NUMBER,
-        "seed": _WHOLE,
-        "optimizer": _TEXT,
-        "cache": _TEXT,
-        "cache_dir": _TEXT,
-    },
-    "plan": {
-        "epochs": _WHOLE,
-        "steps": _WHOLE,
-        "windows_per_epoch": _WHOLE,
-        "warmup_epochs": _WHOLE,
-        "warmup_steps": _WHOLE,
-        "timeout_s": _NUMBER,
-        "stall_s": _NUMBER,
-        "in_flight_rounds": _WHOLE,
-        "epoch_limit_s": _NUMBER,
-        "precision": _NUMBER,
-        "extend_limit_s": _NUMBER,
-    },
+@dataclass(frozen=True)
+class StudySettings:
+    """Everything a study run needs; the spec part (workload, plan, space) is stored in the
+    study so that a resume or another machine rebuilds the same objective."""
+
+    workload: WorkloadSpec
+    plan: MeasurePlan
+    space: SearchSpace
+    trials: int = opt(  # finished trials the study should hold in total
+        40, kind=WHOLE, low=1,
+        help="The most finished trials the study may hold in total (default {default}): it "
+        "stops earlier once its answer is settled (see --no-settle); a resumed study runs only "
+        "the difference, and a larger --trials goes on past a settled answer.",
+    )  # fmt: skip
+    study_name: str | None = opt(  # None = derived from workload and hardware
+        None, flags=("--study",), key="name", api="study",
+        help="Study name (default: from workload and hardware).",
+    )  # fmt: skip
+    storage: str | None = opt(  # None = $LOADERSEARCH_STORAGE or the default SQLite file
+        None, spec=False,
+        help="Optuna storage URL (default $LOADERSEARCH_STORAGE or "
+        "sqlite:///studies/loadersearch.db); postgresql+psycopg://USER@HOST/DB or "
+        "mysql+pymysql://... for a study shared by several machines.",
+    )  # fmt: skip
+    pruner: str = opt(
+        PRUNERS[0], choices=PRUNERS, noun="pruner",
+        help="wilcoxon (default): prune a trial only when it is clearly (>5%, p<0.1) slower "
+        "than the best, window by window; median: Optuna's MedianPruner; none: no pruning.",
+    )  # fmt: skip
+    sampler: str = opt(  # search.sampler
+        SAMPLERS[0], choices=SAMPLERS, noun="sampler",
+        help="structured (default): a search that knows the problem's shape (workers on a "
+        "doubling ladder, the largest batch first, then the smaller knobs); tpe, gp: Optuna's "
+        "TPE and Gaussian-process samplers; random. None measures a configuration twice.",
+    )  # fmt: skip
+    confirm_rounds: int = opt(  # interleaved re-measurement rounds of the finalists
+        3, kind=WHOLE, low=0,
+        help="Interleaved re-measurements of the finalists (default {default}; 0 = none).",
+    )  # fmt: skip
+    epochs_planned: int = opt(  # epochs of the user's real training, for "time saved"
+        300, kind=WHOLE, low=1,
+        help="Epochs of your real training, for the time saved (default {default}).",
+    )  # fmt: skip
+    seed: int | None = opt(None, kind=WHOLE, help="Sampler seed.")
+    baselines: bool = opt(  # enqueue the three baselines first
+        True, kind=OFF, flags=("--no-baselines",), help="Do not enqueue the baselines first."
+    )
+    probe: bool = opt(  # probe the largest batch that fits the VRAM cap
+        True, kind=OFF, flags=("--no-probe",),
+        help="Do not probe the largest batch under the VRAM cap (over-cap trials become "
+        "infeasible).",
+    )  # fmt: skip
+    settle: bool = opt(  # stop before `trials` once the answer is settled (search.settle)
+        True, kind=OFF, flags=("--no-settle",),
+        help="Spend the whole --trials budget, even once the answer is settled (by default the "
+        "study stops when the last 12 trials did not beat the best by more than its measured "
+        "noise, after at least 14 trials that cover the space). Same as settle = false in a "
+        "spec's [study].",
+    )  # fmt: skip
+    # informational: classes of the user's dataset, in the spec file's [workload]
+    classes: int | None = opt(None, kind=WHOLE, section="workload", flags=(), api=None)
+    description: str = opt("", flags=(), api=None)  # a spec file's words about the study
+    source: str | None = None  # the spec file, if any
+    # Join a study created on another hardware class: a choice of this run, not of the study.
+    allow_mixed_hardware: bool = opt(
+        False, kind=ON, spec=False,
+        help="Join a study created on another hardware class (GPU model, GPU or CPU count) "
+        "anyway; each trial records its host and the differences.",
+    )  # fmt: skip
+
+    def __post_init__(self) -> None:
+        try:
+            check_fields(self)
+        except ValueError as e:
+            raise SpecError(str(e)) from e
+
+    def spec_dict(self) -> dict[str, Any]:
+        """The part that must not change inside one study."""
+        return {
+            "workload": self.workload.to_dict(),
+            "plan": self.plan.to_dict(),
+            "space": self.space.to_dict(),
+        }
+
+
+# The spec file's tables and keys: each declared option's key (and other keys) in its
+# table, a [workload] key of StudySettings too (classes); {table: {key: (class, field, option)}}.
+# The command line's and the API's values (Overrides) are keyed the same way.
+_OWNERS = {"study": StudySettings, "workload": WorkloadSpec, "plan": MeasurePlan}
+_KEYS: dict[str, dict[str, tuple[type, str, Option]]] = {section: {} for section in _OWNERS}
+for _section, _owner in _OWNERS.items():
+    for _name, _option in declared(_owner).items():
+        for _key in (_option.key or _name, *_option.keys):
+            _KEYS[_option.section or _section][_key] = (_owner, _name, _option)
+_SECTIONS = {
+    **{section: {k for k, v in keys.items() if v[2].spec} for section, keys in _KEYS.items()},
+    "space": set(KNOBS) | {"fix"},
+    "pipeline": set(declared(PipelineSpec)),  # checked by PipelineSpec itself
 }
-
-
-def _is(value: Any, kind: str) -> bool:
-    number = isinstance(value, (int, float)) and not isinstance(value, bool)
-    if kind == _WHOLE:
-        return number and float(value).is_integer()
-    if kind == _NUMBER:
-        return number
-    if kind == _TEXT:
-        return isinstance(value, str)
-    if kind == _FLAG:
-        return isinstance(value, bool)
-    if kind == _PAIR:
-        return isinstance(value, (list, tuple)) and all(_is(v, _NUMBER) for v in value)
-    if kind == _SIZE:
-        return isinstance(value, str) or number
-    return True
+_RANGE = "a range"
 
 
 def _check_types(section: str, table: dict[str, Any], where: str) -> None:
-    """Refuse a value of the wrong type, naming the key, what it must be and what it is."""
+    """Refuse a value of the wrong type, naming the key, what it must be and what it is. TOML
+    has types of its own, so `trials = "abc"` or `steps = "many"` must be refused by name here
+    rather than fail later inside int() or a comparison."""
     for key, value in table.items():
-        kind = _TYPES.get(section, {}).get(key)
-        if kind is not None and value is not None and not _is(value, kind):
+        known = _KEYS.get(section, {}).get(key)
+        if known is not None and value is not None and not conforms(value, known[2].kind):
+            kind = describe(known[2].kind)
             raise SpecError(f"{where}[{section}] {key} must be {kind} but got {value!r}.")
     if section == "space":
         for key, value in table.items():
@@ -150,37 +185,16 @@ def _check_types(section: str, table: dict[str, Any], where: str) -> None:
                 )
 
 
-@dataclass(frozen=True)
-class StudySettings:
-    """Everything a study run needs; the spec part (workload, plan, space) is stored in the
-    study so that a resume or another machine rebuilds the same objective."""
-
-    workload: WorkloadSpec
-    plan: MeasurePlan
-    space: SearchSpace
-    trials: int = 40  # finished trials the study should hold in total
-    study_name: str | None = None  # None = derived from workload and hardware
-    storage: str | None = None  # None = $LOADERSEARCH_STORAGE or the default SQLite file
-    pruner: str = "wilcoxon"  # wilcoxon | median | none
-    sampler: str = SAMPLERS[0]  # structured | tpe | gp | random (search.sampler)
-    confirm_rounds: int = 3  # interleaved re-measurement rounds of the finalists
-    epochs_planned: int = 300  # epochs of the user's real training, for "time saved"
-    seed: int | None = None  # sampler seed
-    baselines: bool = True  # enqueue the three baselines first
-    probe: bool = True  # probe the largest batch that fits the VRAM cap
-    settle: bool = True  # stop before `trials` once the answer is settled (search.settle)
-    classes: int | None = None  # informational: classes of the user's dataset
-    description: str = ""
-    source: str | None = None  # the spec file, if any
-    allow_mixed_hardware: bool = False  # join a study created on another hardware class
-
-    def spec_dict(self) -> dict[str, Any]:
-        """The part that must not change inside one study."""
-        return {
-            "workload": self.workload.to_dict(),
-            "plan": self.plan.to_dict(),
-            "space": self.space.to_dict(),
-        }
+def _fields(section: str, table: dict[str, Any]) -> dict[type, dict[str, Any]]:
+    """A table's values (checked by :func:`_check_types`) by the class and field they set:
+    ``format`` sets WorkloadSpec's data_format, [workload] classes StudySettings' classes."""
+    out: dict[type, dict[str, Any]] = {}
+    for key, value in table.items():
+        owner, name, option = _KEYS[section][key]
+        if option.kind == WHOLE and value is not None:
+            value = int(value)  # TOML's 40.0
+        out.setdefault(owner, {})[name] = value
+    return out
 
 
 @dataclass
@@ -191,7 +205,7 @@ class Overrides:
     study: dict[str, Any] = field(default_factory=dict)
     workload: dict[str, Any] = field(default_factory=dict)
     plan: dict[str, Any] = field(default_factory=dict)
-    space_ranges: dict[str, str] = field(default_factory=dict)
+    space_ranges: dict[str, Any] = field(default_factory=dict)  # text, or lists
     space_fixed: dict[str, str] = field(default_factory=dict)
     # PipelineSpec fields: references ("module:qualname") and *_kwargs; kwargs merge into the
     # file's key by key
@@ -249,23 +263,22 @@ def resolve_settings(
     any storage is opened or created."""
     data = load_spec_file(spec_file) if spec_file else {}
     base = os.path.dirname(os.path.abspath(spec_file)) if spec_file else os.getcwd()
-    study = {**data.get("study", {}), **_given(overrides.study)}
-    file_workload = dict(data.get("workload", {}))
-    if "vram_cap" in file_workload:  # the file's is text; the command line's is bytes
-        try:
-            file_workload["vram_cap"] = parse_size(file_workload["vram_cap"])
-        except SpecError as e:  # name the file and the key, as the other spec errors do
-            raise SpecError(f"study spec {spec_file}: [workload] vram_cap: {e}") from e
-    workload_in = {**file_workload, **_given(overrides.workload)}
-    plan_in = {**data.get("plan", {}), **_given(overrides.plan)}
-    for section, table in (("study", study), ("workload", workload_in), ("plan", plan_in)):
+    values: dict[type, dict[str, Any]] = {}
+    for section in _OWNERS:
+        table = dict(data.get(section, {}))
+        for key, value in table.items():
+            if _KEYS[section][key][2].kind == SIZE:  # the file's is text; the command line's bytes
+                try:
+                    table[key] = parse_size(value)
+                except SpecError as e:  # name the file and the key, as the other spec errors do
+                    raise SpecError(f"study spec {spec_file}: [{section}] {key}: {e}") from e
+        table = {**table, **_given(getattr(overrides, section))}
         _check_types(section, table, "")
-
-    classes = workload_in.pop("classes", None)
-    if "format" in workload_in:
-        workload_in["data_format"] = workload_in.pop("format")
-    if "split" in workload_in:
-        workload_in["data_split"] = workload_in.pop("split")
+        for owner, fields in _fields(section, table).items():
+            values.setdefault(owner, {}).update(fields)
+    study_in = values.get(StudySettings, {})
+    workload_in = values.get(WorkloadSpec, {})
+    plan_in = values.get(MeasurePlan, {})
     data_dir = workload_in.get("data")
     if data_dir:
         # Relative paths in a spec file are relative to the file; on the command line, to cwd.
@@ -298,7 +311,7 @@ def resolve_settings(
     fixed_in = {k: v for k, v in dict(space_in.pop("fix", {})).items()}
     try:
         for knob, text in {**space_in, **overrides.space_ranges}.items():
-            space = space.with_range(knob, _range_text(text))
+            space = space.with_range(knob, text)  # text, or a TOML list
         for knob, value in {**fixed_in, **overrides.space_fixed}.items():
             space = space.with_fixed(knob, value)
     except SpaceError as e:
@@ -315,42 +328,13 @@ def resolve_settings(
         )
     check_emulated_cap(workload, space)
 
-    trials = int(study.get("trials", 40))
-    if trials < 1:
-        raise SpecError(f"trials must be at least 1 but got {trials}.")
-    pruner = str(study.get("pruner", PRUNERS[0]))
-    if pruner not in PRUNERS:
-        raise SpecError(f"unknown pruner {pruner!r}; choose one of {', '.join(PRUNERS)}.")
-    sampler = str(study.get("sampler", SAMPLERS[0]))
-    if sampler not in SAMPLERS:
-        raise SpecError(f"unknown sampler {sampler!r}; choose one of {', '.join(SAMPLERS)}.")
-    rounds = int(study.get("confirm_rounds", 3))
-    if rounds < 0:
-        raise SpecError(f"confirm_rounds cannot be negative but got {rounds}.")
-    epochs_planned = int(study.get("epochs_planned", 300))
-    if epochs_planned < 1:
-        raise SpecError(f"epochs_planned must be at least 1 but got {epochs_planned}.")
-    extra = {
-        k: study[k]
-        for k in ("baselines", "probe", "allow_mixed_hardware", "settle")
-        if k in study
-    }
     return StudySettings(
         workload=workload,
         plan=plan,
         space=space,
-        trials=trials,
-        study_name=study.get("name"),
         storage=storage,
-        pruner=pruner,
-        sampler=sampler,
-        confirm_rounds=rounds,
-        epochs_planned=epochs_planned,
-        seed=study.get("seed"),
-        classes=classes,
-        description=str(study.get("description", "")),
         source=spec_file,
-        **extra,
+        **study_in,  # checked by StudySettings itself (trials, pruner, sampler, ...)
     )
 
 
@@ -476,9 +460,6 @@ def cpu_bound(workload: WorkloadSpec, hardware: Hardware) -> bool:
     return not gpu and (workload.kind == "train" or hardware.gpu_count == 0)
 
 
-DEFAULT_PRECISION = 0.05  # a study's measurements: the epoch time to +/-5% (90% confidence)
-
-
 def default_plan(*, small: bool) -> MeasurePlan:
     """Short measurements. Where the CPU does the heavy work (~70 img/s for training at 128 px
     on 2 cores, ~50-100 img/s for the loader at 416 px; less on a busy machine), 2 warm-up
@@ -520,11 +501,3 @@ def default_space(hardware: Hardware, *, small: bool, ranks: int = 1) -> SearchS
 
 def _given(values: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in values.items() if v is not None}
-
-
-def _range_text(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, list):
-        return ":".join(str(v) for v in value)
-    return str(value)

@@ -29,22 +29,17 @@ from loadersearch.config import (
     LoaderConfig,
     check_start_method,
 )
+from loadersearch.options import FLAG, WHOLE, declared
 
 if TYPE_CHECKING:
     import optuna
 
-KNOBS = (
-    "num_workers",
-    "batch_size",
-    "pin_memory",
-    "prefetch_factor",
-    "persistent_workers",
-    "start_method",
-    "cache",
-)
-INT_KNOBS = ("num_workers", "batch_size", "prefetch_factor")
-BOOL_KNOBS = ("pin_memory", "persistent_workers")
-CHOICE_KNOBS = ("start_method", "cache")  # strings
+# The knobs are LoaderConfig's declared options: whole numbers are ranges, flags true/false
+# or both, choices (strings) sets of choices.
+KNOBS = tuple(declared(LoaderConfig))  # num_workers, batch_size, ..., start_method, cache
+INT_KNOBS = tuple(k for k, o in declared(LoaderConfig).items() if o.kind == WHOLE)
+BOOL_KNOBS = tuple(k for k, o in declared(LoaderConfig).items() if o.kind == FLAG)
+CHOICE_KNOBS = tuple(k for k, o in declared(LoaderConfig).items() if o.choices)
 MAX_WORKERS = 32  # beyond this, start-up and shared memory cost more than any machine gains
 MAX_PREFETCH = 8
 _TRUE = ("1", "true", "yes", "on")
@@ -138,17 +133,25 @@ class SearchSpace:
 
     # -- building ------------------------------------------------------------------------------
 
-    def with_range(self, knob: str, text: str) -> SearchSpace:
+    def with_range(self, knob: str, text: str | int | bool | list | tuple) -> SearchSpace:
         """A copy with ``knob`` narrowed to ``text`` (``lo:hi``, ``lo:hi:step``, ``pow2:lo:hi``
-        or, for boolean knobs, ``true``/``false``/``both``)."""
+        or, for boolean knobs, ``true``/``false``/``both``), or to a list of the same parts as
+        a spec file writes it (``[0, 8]``, ``["pow2", 8, 64]``, ``["fork", "spawn"]``,
+        ``[false, true]``)."""
         _check_knob(knob)
+        if isinstance(text, bool):
+            text = [text]
+        listed = isinstance(text, (list, tuple))
         if knob in CHOICE_KNOBS:
             return dataclasses.replace(self, **{knob: _parse_choices(text, knob)})
         if knob in BOOL_KNOBS:
-            if text.strip().lower() in ("both", "any", "true,false", "false,true"):
+            if listed:
+                read = (v if isinstance(v, bool) else _parse_bool(knob, str(v)) for v in text)
+                return dataclasses.replace(self, **{knob: tuple(read)})
+            if str(text).strip().lower() in ("both", "any", "true,false", "false,true"):
                 return dataclasses.replace(self, **{knob: (False, True)})
-            return dataclasses.replace(self, **{knob: (_parse_bool(knob, text),)})
-        parts = [p.strip() for p in text.split(":")]
+            return dataclasses.replace(self, **{knob: (_parse_bool(knob, str(text)),)})
+        parts = [str(p).strip() for p in (text if listed else str(text).split(":"))]
         changes: dict[str, Any] = {}
         if knob == "batch_size" and parts and parts[0].lower() == "pow2":
             parts = parts[1:]
@@ -418,13 +421,16 @@ def _parse_int(knob: str, text: str) -> int:
         raise SpaceError(f"{knob} needs whole numbers but got {text!r}.") from e
 
 
-def _parse_choices(text: str, knob: str = "start_method") -> tuple[str, ...]:
-    """Start methods (or cache modes) from ``fork``, ``fork,spawn`` or ``all``."""
+def _parse_choices(text: str | list | tuple, knob: str = "start_method") -> tuple[str, ...]:
+    """Start methods (or cache modes) from ``fork``, ``fork,spawn``, ``all`` or a list
+    (``["fork", "spawn"]``, as a spec file writes it)."""
     from loadersearch.config import START_METHODS
 
-    low = text.strip().lower()
+    listed = isinstance(text, (list, tuple))
+    low = "" if listed else str(text).strip().lower()
+    names = [str(v).lower() for v in text] if listed else re.split("[,:]", low)
     if knob == "cache":
-        caches = CACHES if low in ("all", "any") else re.split("[,:]", low)
+        caches = CACHES if low in ("all", "any") else names
         choices = tuple(dict.fromkeys(c.strip() for c in caches if c.strip()))
         bad = [c for c in choices if c not in CACHES] or ([] if choices else [text])
         if bad:
@@ -437,8 +443,7 @@ def _parse_choices(text: str, knob: str = "start_method") -> tuple[str, ...]:
         import multiprocessing
 
         return tuple(m for m in START_METHODS if m in multiprocessing.get_all_start_methods())
-    # "fork,spawn" on the command line; a TOML list arrives as "fork:spawn"
-    choices = tuple(dict.fromkeys(p.strip() for p in re.split("[,:]", low) if p.strip()))
+    choices = tuple(dict.fromkeys(p.strip() for p in names if p.strip()))
     for c in choices:
         try:
             check_start_method(c)
