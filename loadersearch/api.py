@@ -283,8 +283,10 @@ def bench(
     and ``message`` (``result.ok`` is False), not as an exception; bad arguments raise a
     :class:`loadersearch.errors.LoaderSearchError`.
     """
-    from loadersearch.measure import measure
-    from loadersearch.search.settings import DEFAULT_PRECISION, SpecError, resolve_pipeline
+    from loadersearch.errors import SpecError
+    from loadersearch.hardware import fingerprint
+    from loadersearch.measure import measure, prepare
+    from loadersearch.search.settings import DEFAULT_PRECISION, resolve_pipeline
 
     _refuse_inside_measurement("bench")
     pipeline = resolve_pipeline(
@@ -302,7 +304,15 @@ def bench(
             plan = MeasurePlan(**{"precision": DEFAULT_PRECISION, **_plan_options(plan)})
     except (TypeError, ValueError) as e:
         raise SpecError(f"invalid configuration: {e}") from e
-    return measure(spec, config, plan, on_window=on_window)
+    # As ``loadersearch bench``: the device decided here (never guessed by the child), the
+    # dataset, /dev/shm and the cache checked and readied, what they say logged.
+    ready = prepare(spec, config, fingerprint())
+    for line in [ready.data.describe(), *(c.describe() for c in ready.caches)]:
+        if line:
+            _logger.info("%s", line)
+    if ready.shm is not None and ready.shm.warning():
+        _logger.warning("%s", ready.shm.warning())
+    return measure(ready.workload, config, plan, on_window=on_window, prepared=True)
 
 
 def _refuse_inside_measurement(name: str) -> None:
