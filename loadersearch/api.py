@@ -92,7 +92,7 @@ class TuneResult:
         baseline, the projected epoch time, the line to paste, the dashboard command."""
         from rich.console import Console
 
-        from loadersearch.cli.report import render_summary
+        from loadersearch.report import render_summary
 
         out = io.StringIO()
         console = Console(file=out, width=100, color_system=None, highlight=False)
@@ -194,24 +194,25 @@ def tune(
     """
     from loadersearch.hardware import fingerprint
     from loadersearch.report import summarize
-    from loadersearch.search.settings import Overrides, resolve_settings
+    from loadersearch.search.overrides import make_overrides
+    from loadersearch.search.settings import resolve_settings
     from loadersearch.search.study import run_study
     from loadersearch.storage import resolve_storage_url
 
     _refuse_inside_measurement("tune")
-    overrides = Overrides(
-        study={
+    overrides = make_overrides(
+        {
             "trials": trials,
             "name": study,
             "pruner": pruner,
             "confirm_rounds": confirm_rounds,
             "epochs_planned": epochs_planned,
             "seed": seed,
-            "baselines": None if baselines else False,
-            "probe": None if probe else False,
-            "settle": None if settle else False,
-            "allow_mixed_hardware": True if allow_mixed_hardware else None,
         },
+        baselines=baselines,
+        probe=probe,
+        settle=settle,
+        allow_mixed_hardware=allow_mixed_hardware,
         workload=_workload_options(
             workload, device, vram_cap, optimizer, emulated_ms, emulated_mib, emulated_io_ms
         ),
@@ -411,7 +412,7 @@ def _range(value: Any) -> Any:
 
 def _show_progress(target: int) -> Progress:
     """What ``loadersearch run`` shows, on stderr: a user's script keeps stdout."""
-    from loadersearch.cli._progress import make_progress
+    from loadersearch.report import make_progress
 
     return make_progress(quiet=False, target=target, err=True)
 
@@ -433,7 +434,7 @@ def _answer(summary: Summary) -> list[str]:
 def _log_progress(target: int) -> Progress:
     """The study's events as log records: the lines ``loadersearch run`` prints when its
     output is not a terminal, at INFO on logger ``loadersearch.api``."""
-    from loadersearch.cli._progress import PlainProgress
+    from loadersearch.report import PlainProgress
 
     class LogProgress(PlainProgress):
         def _echo(self, text: str) -> None:

@@ -4,7 +4,6 @@ opened), calls :func:`loadersearch.search.study.run_study`, renders progress and
 from __future__ import annotations
 
 import sys
-import time
 from typing import Any
 
 import click
@@ -127,71 +126,52 @@ def run(spec_file: str | None, quiet: bool, no_wait: bool, **opts: Any) -> None:
                        --step mypkg.train:make_step --arg dataset.root=data
     """
     from loadersearch.hardware import fingerprint
-    from loadersearch.search.settings import Overrides, resolve_settings
+    from loadersearch.search.overrides import make_overrides
+    from loadersearch.search.settings import resolve_settings
     from loadersearch.search.space import SpaceError, parse_assignment
     from loadersearch.storage import resolve_storage_url
 
-    overrides = Overrides()
+    fixed: dict[str, Any] = {}
+    ranges: dict[str, Any] = {}
     try:
         for text in opts["fixes"]:
             knob, value = parse_assignment(text)
-            overrides.space_fixed[knob] = value
+            fixed[knob] = value
         for text in opts["ranges"]:
             knob, value = parse_assignment(text)
-            overrides.space_ranges[knob] = value
+            ranges[knob] = value
     except SpaceError as e:
         raise click.BadParameter(str(e), param_hint="--fix/--space") from e
     if opts.pop("search_cache"):
-        overrides.space_ranges.setdefault("cache", "all")
-    overrides.study = {
-        "trials": opts["trials"],
-        "name": opts["study_name"],
-        "pruner": opts["pruner"],
-        "sampler": opts["sampler"],
-        "confirm_rounds": opts["confirm_rounds"],
-        "epochs_planned": opts["epochs_planned"],
-        "seed": opts["seed"],
-        "baselines": False if opts["no_baselines"] else None,
-        "probe": False if opts["no_probe"] else None,
-        "settle": False if opts["no_settle"] else None,
-        "allow_mixed_hardware": True if opts["allow_mixed_hardware"] else None,
-    }
-    overrides.workload = given(opts, WORKLOAD_KEYS)
-    overrides.pipeline = pipeline_given(opts)
-    overrides.plan = given(opts, PLAN_KEYS)
+        ranges.setdefault("cache", "all")
+    overrides = make_overrides(
+        {
+            "trials": opts["trials"],
+            "name": opts["study_name"],
+            "pruner": opts["pruner"],
+            "sampler": opts["sampler"],
+            "confirm_rounds": opts["confirm_rounds"],
+            "epochs_planned": opts["epochs_planned"],
+            "seed": opts["seed"],
+        },
+        baselines=not opts["no_baselines"],
+        probe=not opts["no_probe"],
+        settle=not opts["no_settle"],
+        allow_mixed_hardware=opts["allow_mixed_hardware"],
+        workload=given(opts, WORKLOAD_KEYS),
+        pipeline=pipeline_given(opts),
+        plan=given(opts, PLAN_KEYS),
+        space_ranges=ranges,
+        space_fixed=fixed,
+    )
     hardware = fingerprint()
     settings = resolve_settings(
         spec_file, overrides, hardware=hardware, storage=resolve_storage_url(opts["storage"])
     )
 
-    from loadersearch.cli._progress import make_progress
-    from loadersearch.cli.report import render_summary
-    from loadersearch.hostlock import measurement_lock
-    from loadersearch.report import publish, summarize, trial_hooks
-    from loadersearch.search.study import run_study
+    from loadersearch.cli._study_run import run_and_render
 
-    if no_wait:  # refuse now if the host is busy; later trials queue for it as usual
-        with measurement_lock(wait=False):
-            pass
-    progress = make_progress(quiet=quiet, target=settings.trials)
-    started = time.monotonic()
-    try:
-        outcome = run_study(
-            settings, progress=progress, hardware=hardware, **trial_hooks(settings.storage)
-        )
-    finally:
-        progress.close()
-    elapsed = time.monotonic() - started
-    publish(outcome.study)  # the study's note in optuna-dashboard, current after every run
-    summary = summarize(outcome.study)
-    render_summary(
-        summary,
-        storage=settings.storage,
-        quiet=quiet,
-        elapsed_s=elapsed,
-        ran=outcome.ran,
-        probe=outcome.probe.describe(),
-    )
+    run_and_render(settings, quiet=quiet, no_wait=no_wait, hardware=hardware)
 
 
 if __name__ == "__main__":  # pragma: no cover
