@@ -121,18 +121,11 @@ def diagnose(
     from loadersearch.hardware import fingerprint
     from loadersearch.measure import prepare
     from loadersearch.search.opening import describe_spec
-    from loadersearch.search.settings import cpu_bound, default_plan
 
     err_console = _console(stderr=True)
     target, spec = _what_to_diagnose(study_name, storage, opts, err_console)
-    plan_in = given(opts, PLAN_KEYS)
     hardware = fingerprint()
-    try:
-        plan = MeasurePlan(
-            **{**default_plan(small=cpu_bound(spec, hardware)).to_dict(), **plan_in}
-        )
-    except ValueError as e:
-        raise LoaderSearchError(f"invalid plan: {e}") from e
+    plan = _plan(spec, hardware, given(opts, PLAN_KEYS))
     # As bench does, but each of the diagnosis's measurements readies its own cache.
     ready = prepare(spec, None, hardware, caches=())
     spec = ready.workload
@@ -201,6 +194,18 @@ def _what_to_diagnose(
     except ValueError as e:
         raise LoaderSearchError(f"invalid configuration: {e}") from e
     return target, spec
+
+
+def _plan(spec: WorkloadSpec, hardware: Any, plan_in: dict[str, Any]) -> MeasurePlan:
+    """A study's default plan for this machine, with the options given."""
+    from loadersearch.search.settings import cpu_bound, default_plan
+
+    try:
+        return MeasurePlan(
+            **{**default_plan(small=cpu_bound(spec, hardware)).to_dict(), **plan_in}
+        )
+    except ValueError as e:
+        raise LoaderSearchError(f"invalid plan: {e}") from e
 
 
 def _given_config(loader: dict[str, Any]) -> LoaderConfig:
