@@ -144,4 +144,3 @@ def render_summary(
     for line in answer_lines(summary):
         console.print(f"  {line}", soft_wrap=True, markup=False)
     console.print(f"\nOpen the study: {dashboard_command(storage)}")
-
