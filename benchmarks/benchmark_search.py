@@ -235,7 +235,8 @@ def run_methods(args: argparse.Namespace, setup: Setup, hardware: Any, lock: Hos
     pruning and random search. Each run holds the host lock throughout (waiting for it is not
     billed to the run)."""
     from loadersearch.search.baselines import baselines
-    from loadersearch.search.settings import StudySettings, uses_cuda
+    from loadersearch.search.settings import StudySettings
+    from loadersearch.workload.device import uses_cuda
 
     runs = [run_grid(setup.grid.configs(), measure_one, lock)]
     gpu = uses_cuda(setup.workload, hardware)

@@ -91,7 +91,7 @@ class TuneResult:
         baseline, the projected epoch time, the line to paste, the dashboard command."""
         from rich.console import Console
 
-        from loadersearch.cli.report import render_summary
+        from loadersearch.report import render_summary
 
         out = io.StringIO()
         console = Console(file=out, width=100, color_system=None, highlight=False)
@@ -293,8 +293,10 @@ def bench(
     and ``message`` (``result.ok`` is False), not as an exception; bad arguments raise a
     :class:`loadersearch.errors.LoaderSearchError`.
     """
-    from loadersearch.measure import measure
-    from loadersearch.search.settings import DEFAULT_PRECISION, SpecError, resolve_pipeline
+    from loadersearch.errors import SpecError
+    from loadersearch.hardware import fingerprint
+    from loadersearch.measure import measure, prepare
+    from loadersearch.search.settings import DEFAULT_PRECISION, resolve_pipeline
 
     given = dict(locals())  # the arguments, before anything else is named here
     _refuse_inside_measurement("bench")
@@ -310,7 +312,15 @@ def bench(
             plan = MeasurePlan(**{"precision": DEFAULT_PRECISION, **_plan_options(plan)})
     except (TypeError, ValueError) as e:
         raise SpecError(f"invalid configuration: {e}") from e
-    return measure(spec, config, plan, on_window=on_window)
+    # As ``loadersearch bench``: the device decided here (never guessed by the child), the
+    # dataset, /dev/shm and the cache checked and readied, what they say logged.
+    ready = prepare(spec, config, fingerprint())
+    for line in [ready.data.describe(), *(c.describe() for c in ready.caches)]:
+        if line:
+            _logger.info("%s", line)
+    if ready.shm is not None and ready.shm.warning():
+        _logger.warning("%s", ready.shm.warning())
+    return measure(ready.workload, config, plan, on_window=on_window, prepared=True)
 
 
 def _refuse_inside_measurement(name: str) -> None:
@@ -416,7 +426,7 @@ def _plan_options(plan: MeasurePlan | Mapping[str, Any] | None) -> dict[str, Any
 
 def _show_progress(target: int) -> Progress:
     """What ``loadersearch run`` shows, on stderr: a user's script keeps stdout."""
-    from loadersearch.cli._progress import make_progress
+    from loadersearch.report import make_progress
 
     return make_progress(quiet=False, target=target, err=True)
 
@@ -438,7 +448,7 @@ def _answer(summary: Summary) -> list[str]:
 def _log_progress(target: int) -> Progress:
     """The study's events as log records: the lines ``loadersearch run`` prints when its
     output is not a terminal, at INFO on logger ``loadersearch.api``."""
-    from loadersearch.cli._progress import PlainProgress
+    from loadersearch.report import PlainProgress
 
     class LogProgress(PlainProgress):
         def _echo(self, text: str) -> None:

@@ -12,6 +12,10 @@ class LoaderSearchError(Exception):
     exit_code = 2  # bad input
 
 
+class SpecError(LoaderSearchError):
+    """A study spec (file or options) cannot be used; the message names the key and the fix."""
+
+
 class DatasetError(LoaderSearchError):
     """The dataset cannot be used: missing directory, unknown format, nothing to load."""
 

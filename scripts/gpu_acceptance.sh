@@ -73,7 +73,7 @@ fi
 CUDA_STATE=$("$PY" - 2>>"$LOG" <<'EOF'
 import torch
 
-from loadersearch.workload import cuda_available, cuda_unavailable_reason
+from loadersearch.workload.device import cuda_available, cuda_unavailable_reason
 
 if cuda_available():
     props = torch.cuda.get_device_properties(0)

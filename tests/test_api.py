@@ -128,6 +128,47 @@ def test_bench_measures_the_default_step_and_reports_a_failing_sample() -> None:
     )
 
 
+def test_bench_from_python_measures_as_the_bench_command_does() -> None:
+    """One input through loadersearch.bench() and `loadersearch bench --json`: the same
+    configuration, workload and device ("auto" resolved to this machine's by both), the same
+    plan's windows, and rates within their measured noise (each sample read waits 5 ms: a
+    steady ~200 img/s at batch 4, whatever the machine)."""
+    import json
+
+    from click.testing import CliRunner
+
+    from loadersearch.cli import cli
+    from loadersearch.hardware import fingerprint
+    from loadersearch.measure.result import MeasureResult
+
+    plan = {**PLAN, "precision": 0}
+    api = loadersearch.bench(
+        dataset=SMALL,
+        workload="loader",
+        emulated_io_ms=5,
+        config={"num_workers": 0, "batch_size": 4},
+        plan=plan,
+    )
+    args = ["bench", "--dataset", "helpers.pipelines:make_dataset", "--arg", "dataset.n=32",
+            "--arg", "dataset.size=8", "--workload", "loader", "--emulated-io-ms", "5",
+            "--num-workers", "0", "--batch-size", "4", "--epochs", "2", "--steps", "2",
+            "--windows", "2", "--warmup-steps", "1", "--timeout", "120", "--precision", "0",
+            "--json"]  # fmt: skip
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    command = MeasureResult.from_dict(json.loads(result.stdout))
+
+    same = ("status", "config", "device", "workload", "emulated", "emulated_io_ms",
+            "dataset_images", "img_size", "epoch_steps", "extra_epochs")  # fmt: skip
+    assert {k: getattr(api, k) for k in same} == {k: getattr(command, k) for k in same}
+    assert api.status == OK and len(api.windows) == len(command.windows) == 4
+    assert api.device.startswith("cuda" if fingerprint().gpu_count else "cpu")
+    noise = 3 * max(api.window_cv, command.window_cv)
+    assert abs(api.steady_rate - command.steady_rate) <= (0.1 + noise) * command.steady_rate
+    # the 5 ms reads bound the rate (~200 img/s; less on a busy machine), as they should
+    assert api.steady_rate < 210 and command.steady_rate < 210
+
+
 def test_the_api_is_imported_on_first_use() -> None:
     import subprocess
     import sys

@@ -93,45 +93,30 @@ def bench(
         plan = MeasurePlan(**{"precision": DEFAULT_PRECISION, **given(opts, PLAN_KEYS)})
     except ValueError as e:
         raise LoaderSearchError(f"invalid configuration: {e}") from e
-    from loadersearch.hardware import fingerprint
-    from loadersearch.search.settings import check_gpus, resolved_workload
-
-    # As a study does: "auto" becomes the device this machine's fingerprint says (a GPU seen by
-    # NVML means CUDA), and the child runs there or fails with the reason.
-    hardware = fingerprint()
-    check_gpus(spec, hardware)
-    spec = resolved_workload(spec, hardware)
-    workload = spec.kind
-
     from rich.console import Console
 
-    from loadersearch.measure import measure
-    from loadersearch.workload import check_data, prepare_cache
+    from loadersearch.hardware import fingerprint
+    from loadersearch.measure import measure, prepare
 
+    # As a study does: "auto" becomes the device this machine's fingerprint says (a GPU seen by
+    # NVML means CUDA), and the child runs there or fails with the reason; the whole dataset
+    # is checked (a bad one is refused here in one line, what --skip-bad-samples leaves out is
+    # said), /dev/shm against what this configuration needs, a memmap cache built.
+    ready = prepare(spec, config, fingerprint())
+    spec = ready.workload
+    workload = spec.kind
+    shm = ready.shm
     err = Console(stderr=True)
-    # The whole dataset, checked before measuring: a bad one is refused here in one line, and
-    # what --skip-bad-samples leaves out is said.
-    data = check_data(spec)
+    data = ready.data
     if data.describe():
         err.print(f"note: {data.describe()}", soft_wrap=True, highlight=False)
-    from loadersearch.measure.shm import check_shm
-    from loadersearch.search.settings import uses_cuda
-
-    shm = check_shm(
-        spec,
-        "cuda" if uses_cuda(spec, hardware) else "cpu",
-        num_workers=config.num_workers,
-        batch_size=config.batch_size,
-        prefetch_factor=config.prefetch_factor,
-    )
     err.print(shm.line(), soft_wrap=True, highlight=False)
     if shm.warning():
         err.print(f"[yellow]warning:[/] {shm.warning()}", soft_wrap=True, highlight=False)
-    cache = prepare_cache(spec)  # a memmap cache is built here, before the measurement
-    if cache is not None:
+    for cache in ready.caches:
         err.print(f"note: {cache.describe()}", soft_wrap=True, highlight=False)
     if as_json:
-        result = measure(spec, config, plan)
+        result = measure(spec, config, plan, prepared=True)
     else:
         with err.status(f"measuring {config.label()} ({workload} workload)...") as status:
 
@@ -142,7 +127,7 @@ def bench(
                 )
                 return True
 
-            result = measure(spec, config, plan, on_window=on_window)
+            result = measure(spec, config, plan, on_window=on_window, prepared=True)
 
     if as_json:
         click.echo(json.dumps({**result.to_dict(), "skipped_samples": data.to_dict()}, indent=2))

@@ -5,7 +5,6 @@ For a quiet moment after a busy run, or on the machine that will train."""
 from __future__ import annotations
 
 import sys
-import time
 from typing import Any
 
 import click
@@ -38,7 +37,7 @@ def confirm(
     """
     from loadersearch.errors import StudyError
     from loadersearch.search.confirm import feasible_complete
-    from loadersearch.search.study import join_study, run_study
+    from loadersearch.search.study import join_study
 
     settings, notes = join_study(
         study_name,
@@ -56,36 +55,16 @@ def confirm(
             "to measure again. Resume it with `loadersearch run --confirm-rounds 3 ...`."
         )
 
-    from loadersearch.cli._progress import make_progress
-    from loadersearch.cli.report import render_summary
-    from loadersearch.hardware import fingerprint
-    from loadersearch.report import open_study, publish, summarize
+    from loadersearch.cli._study_run import run_and_render
+    from loadersearch.report import open_study
 
     if not feasible_complete(open_study(settings.storage, study_name)):
         raise StudyError(
             f"study {study_name!r} has no finished feasible trial: nothing to confirm. Run its "
             f"trials first (`loadersearch worker --study {study_name} --storage URL`)."
         )
-    progress = make_progress(quiet=quiet, target=settings.trials)
-    started = time.monotonic()
-    try:
-        outcome = run_study(
-            settings,
-            create=False,
-            confirm=True,
-            reconfirm=True,
-            progress=progress,
-            hardware=fingerprint(),
-        )
-    finally:
-        progress.close()
-    publish(outcome.study)
-    render_summary(
-        summarize(outcome.study),
-        storage=settings.storage,
-        quiet=quiet,
-        elapsed_s=time.monotonic() - started,
-        ran=0,
+    run_and_render(
+        settings, quiet=quiet, notes=False, create=False, confirm=True, reconfirm=True
     )
 
 

@@ -22,7 +22,7 @@ from loadersearch.cli._options import (
     study_option,
     workload_options,
 )
-from loadersearch.config import LoaderConfig, MeasurePlan, PipelineSpec, WorkloadSpec
+from loadersearch.config import LoaderConfig, MeasurePlan, WorkloadSpec
 from loadersearch.errors import LoaderSearchError
 
 _LOADER_KEYS = tuple(k for k in keys_of(LoaderConfig) if k != "start_method")
@@ -116,55 +116,26 @@ def diagnose(
       loadersearch diagnose --num-workers 0 --batch-size 16 --mosaic
       loadersearch diagnose --workload emulated --emulated-ms 1,0.2 --target-rate 3000
     """
+    from loadersearch.diagnose.stored import store_diagnosis
     from loadersearch.hardware import fingerprint
+    from loadersearch.measure import prepare
     from loadersearch.search.opening import describe_spec
-    from loadersearch.search.settings import (
-        check_gpus,
-        cpu_bound,
-        default_plan,
-        resolve_pipeline,
-        resolved_workload,
-    )
 
-    trust = pipeline_trust(opts)
-    loader = given(opts, _LOADER_KEYS)
-    pipeline = resolve_pipeline({}, pipeline_given(opts))
-    workload_in = given(opts, WORKLOAD_KEYS)
-    plan_in = given(opts, PLAN_KEYS)
     err_console = _console(stderr=True)
-    try:
-        if loader:  # the others as LoaderConfig's defaults, as bench's
-            config = LoaderConfig(**loader)
-            stored: dict[str, Any] = {}
-            study = None
-        else:
-            config, stored, source, study = _winner(study_name, storage)
-            err_console.print(source, soft_wrap=True, highlight=False)
-        base = {k: v for k, v in stored.items() if k != "pipeline"}
-        if pipeline is None and stored.get("pipeline"):
-            # the study's own pipeline: read from a database, so imported only if trusted
-            pipeline = _study_pipeline(stored["pipeline"], trust, study, storage, err_console)
-        spec = WorkloadSpec(**{**base, **workload_in}, pipeline=pipeline)
-    except ValueError as e:
-        raise LoaderSearchError(f"invalid configuration: {e}") from e
+    target, spec = _what_to_diagnose(study_name, storage, opts, err_console)
     hardware = fingerprint()
-    check_gpus(spec, hardware)
-    spec = resolved_workload(spec, hardware)
-    try:
-        plan = MeasurePlan(
-            **{**default_plan(small=cpu_bound(spec, hardware)).to_dict(), **plan_in}
-        )
-    except ValueError as e:
-        raise LoaderSearchError(f"invalid plan: {e}") from e
+    plan = _plan(spec, hardware, given(opts, PLAN_KEYS))
+    # As bench does, but each of the diagnosis's measurements readies its own cache.
+    ready = prepare(spec, None, hardware, caches=())
+    spec = ready.workload
+    if ready.data.describe():
+        err_console.print(f"note: {ready.data.describe()}", soft_wrap=True, highlight=False)
 
     from loadersearch.diagnose import diagnose as run_diagnosis
-    from loadersearch.diagnose.plots import PAIR_ATTR, pair_record, write_outputs
+    from loadersearch.diagnose.plots import write_outputs
     from loadersearch.hostlock import measurement_lock
-    from loadersearch.workload import check_data
 
-    data = check_data(spec)
-    if data.describe():
-        err_console.print(f"note: {data.describe()}", soft_wrap=True, highlight=False)
+    config = target.config
     with measurement_lock(wait=True), err_console.status("diagnosing...") as status:
         d = run_diagnosis(
             spec,
@@ -176,18 +147,9 @@ def diagnose(
             on_phase=lambda text: status.update(f"diagnosing {config.label()}: {text}"),
         )
     written = write_outputs(d, out_dir)
-    record = pair_record(d) if study is not None else None
-    other = _differences(stored, spec, hardware) if study is not None else []
-    if record is not None and other:  # a diagnosis of another workload is not the study's
-        err_console.print(
-            f"note: not stored in study {study.study_name!r}: this diagnosis measured another "
-            f"workload than the study's ({'; '.join(other)}).",
-            soft_wrap=True,
-            highlight=False,
-            markup=False,
-        )
-    elif record is not None:  # `loadersearch report` draws it from the study
-        _store_pair(storage, study.study_name, PAIR_ATTR, record)
+    not_stored = store_diagnosis(d, target, spec, hardware, storage)
+    if not_stored:  # a diagnosis of another workload is not the study's
+        err_console.print(f"note: {not_stored}", soft_wrap=True, highlight=False, markup=False)
     if as_json:
         click.echo(json.dumps(d.to_dict(), indent=1))
     else:
@@ -202,87 +164,47 @@ def _console(stderr: bool = False):  # noqa: ANN202 - rich.console.Console
     return Console(stderr=stderr)
 
 
-def _winner(study_name: str | None, storage: str | None) -> tuple[LoaderConfig, dict, str, Any]:
-    """The study's confirmed winner, its workload, a line to say, and the study; PyTorch's
-    defaults (and no study) when there is no study and none was named."""
-    from loadersearch.errors import StudyError
-    from loadersearch.report import open_study, summarize
-    from loadersearch.search.opening import stored_spec
+def _what_to_diagnose(
+    study_name: str | None, storage: str | None, opts: dict[str, Any], err_console: Any
+) -> tuple[Any, WorkloadSpec]:
+    """The configuration to diagnose (given, or the study's winner: said on stderr) and the
+    workload to measure it on (the options over the study's)."""
+    from loadersearch.diagnose.stored import Target, study_pipeline, study_winner
+    from loadersearch.search.settings import resolve_pipeline
 
-    try:
-        study = open_study(storage, study_name)
-    except StudyError:
-        if study_name is not None or storage is not None:
-            raise
-        return (
-            LoaderConfig(),
-            {},
-            "no study to take a winner from: diagnosing PyTorch's defaults (w0 b16); give "
-            "--num-workers/--batch-size/... or --study for another configuration",
-            None,
-        )
-    summary = summarize(study)
-    if summary.winner is None:
-        raise StudyError(
-            f"study {summary.study!r} has no feasible trial yet: run `loadersearch run` first, "
-            "or give the configuration (--num-workers, --batch-size, ...)."
-        )
-    workload = stored_spec(study.user_attrs, "workload")
-    return (
-        summary.winner.config,
-        workload,
-        f"diagnosing the winner of study {summary.study!r}: {summary.winner.config.label()} "
-        "(PyTorch's defaults beside it are stored in the study for `loadersearch report`)",
-        study,
-    )
-
-
-def _study_pipeline(
-    stored: dict, trust: Any, study: Any, storage: str | None, console: Any
-) -> PipelineSpec:
-    """The study's stored pipeline, once :func:`~loadersearch.workload.refs.admit_stored`
-    accepts it under ``trust`` (its references shown first)."""
-    from loadersearch.storage import redact_url, resolve_storage_url
-    from loadersearch.workload.refs import admit_stored
-
-    pipeline = PipelineSpec.from_dict(stored)
-    source = f"study {study.study_name!r} in {redact_url(resolve_storage_url(storage))}"
+    trust = pipeline_trust(opts)
+    loader = given(opts, _LOADER_KEYS)
+    pipeline = resolve_pipeline({}, pipeline_given(opts))
+    workload_in = given(opts, WORKLOAD_KEYS)
 
     def show(line: str) -> None:
-        console.print(line, soft_wrap=True, highlight=False, markup=False)
-
-    admit_stored(pipeline, trust, source, show)
-    return pipeline
-
-
-def _differences(stored: dict, measured: WorkloadSpec, hardware: Any) -> list[str]:
-    """How ``measured`` (resolved to this machine) differs from the study's stored workload,
-    beside what does not change a measurement (NOT_IDENTITY; the emulated workload's device,
-    which only decides where its batches go); empty when it is the study's own."""
-    from loadersearch.search.settings import NOT_IDENTITY, resolved_workload
+        err_console.print(line, soft_wrap=True, highlight=False, markup=False)
 
     try:
-        own = resolved_workload(WorkloadSpec.from_dict(stored), hardware).to_dict()
-    except (TypeError, ValueError):
-        return ["the study's workload cannot be read"]
-    skip = NOT_IDENTITY["workload"] | ({"device"} if measured.emulated else set())
-    now = measured.to_dict()
-    return [
-        f"{key}: the study's {own.get(key)!r}, measured {now.get(key)!r}"
-        for key in sorted(set(own) | set(now))
-        if key not in skip and own.get(key) != now.get(key)
-    ]
+        if loader:  # the others as LoaderConfig's defaults, as bench's
+            target = Target(LoaderConfig(**loader))
+        else:
+            target = study_winner(study_name, storage)
+            err_console.print(target.said, soft_wrap=True, highlight=False)
+        base = {k: v for k, v in target.workload.items() if k != "pipeline"}
+        if pipeline is None:  # the study's own, imported only if trusted
+            pipeline = study_pipeline(target, trust, storage, show)
+        spec = WorkloadSpec(**{**base, **workload_in}, pipeline=pipeline)
+    except ValueError as e:
+        raise LoaderSearchError(f"invalid configuration: {e}") from e
+    return target, spec
 
 
-def _store_pair(storage: str | None, name: str, key: str, record: dict) -> None:
-    """Store ``record`` in the study as a user attribute (the study was read read-only)."""
-    import optuna
+def _plan(spec: WorkloadSpec, hardware: Any, plan_in: dict[str, Any]) -> MeasurePlan:
+    """A study's default plan for this machine, with the options given."""
+    from loadersearch.search.settings import cpu_bound, default_plan
 
-    from loadersearch.storage import open_storage
-
-    optuna.load_study(
-        study_name=name, storage=open_storage(storage, heartbeat=False)
-    ).set_user_attr(key, record)
+    try:
+        return MeasurePlan(
+            **{**default_plan(small=cpu_bound(spec, hardware)).to_dict(), **plan_in}
+        )
+    except ValueError as e:
+        raise LoaderSearchError(f"invalid plan: {e}") from e
 
 
 def render(d, written: list[str], console, workload: str = "") -> None:  # noqa: ANN001

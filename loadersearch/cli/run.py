@@ -4,7 +4,6 @@ opened), calls :func:`loadersearch.search.study.run_study`, renders progress and
 from __future__ import annotations
 
 import sys
-import time
 from typing import Any
 
 import click
@@ -109,34 +108,9 @@ def run(spec_file: str | None, quiet: bool, no_wait: bool, **opts: Any) -> None:
     hardware = fingerprint()
     settings = resolve_settings(spec_file, overrides, hardware=hardware, storage=storage)
 
-    from loadersearch.cli._progress import make_progress
-    from loadersearch.cli.report import render_summary
-    from loadersearch.hostlock import measurement_lock
-    from loadersearch.report import publish, summarize, trial_hooks
-    from loadersearch.search.study import run_study
+    from loadersearch.cli._study_run import run_and_render
 
-    if no_wait:  # refuse now if the host is busy; later trials queue for it as usual
-        with measurement_lock(wait=False):
-            pass
-    progress = make_progress(quiet=quiet, target=settings.trials)
-    started = time.monotonic()
-    try:
-        outcome = run_study(
-            settings, progress=progress, hardware=hardware, **trial_hooks(settings.storage)
-        )
-    finally:
-        progress.close()
-    elapsed = time.monotonic() - started
-    publish(outcome.study)  # the study's note in optuna-dashboard, current after every run
-    summary = summarize(outcome.study)
-    render_summary(
-        summary,
-        storage=settings.storage,
-        quiet=quiet,
-        elapsed_s=elapsed,
-        ran=outcome.ran,
-        probe=outcome.probe.describe(),
-    )
+    run_and_render(settings, quiet=quiet, no_wait=no_wait, hardware=hardware)
 
 
 if __name__ == "__main__":  # pragma: no cover

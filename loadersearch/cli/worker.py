@@ -5,7 +5,6 @@ from the storage and never creates or changes it."""
 from __future__ import annotations
 
 import sys
-import time
 from typing import Any
 
 import click
@@ -55,7 +54,7 @@ def worker(
     worker shows them, and imports them only from modules under the working directory or a
     --pipeline-path directory (--trust-pipeline: from anywhere but the standard library).
     """
-    from loadersearch.search.study import join_study, run_study
+    from loadersearch.search.study import join_study
 
     settings, notes = join_study(
         study_name,
@@ -68,38 +67,13 @@ def worker(
     for note in notes:
         click.echo(f"Warning: {note}", err=True)
 
-    from loadersearch.cli._progress import make_progress
-    from loadersearch.cli.report import render_summary
-    from loadersearch.hardware import fingerprint
-    from loadersearch.hostlock import measurement_lock
-    from loadersearch.report import summarize, trial_hooks
+    from loadersearch.cli._study_run import run_and_render
 
-    if no_wait:  # refuse now if the host is busy; later trials queue for it as usual
-        with measurement_lock(wait=False):
-            pass
-    progress = make_progress(quiet=quiet, target=settings.trials)
-    started = time.monotonic()
-    try:
-        # The study exists (join_study checked) and the settings are its own: run_study
-        # loads it, checks the hardware, and creates nothing.
-        # It notes its own trials in the dashboard; the study's note is the confirming run's.
-        outcome = run_study(
-            settings,
-            create=False,
-            confirm=False,
-            progress=progress,
-            hardware=fingerprint(),
-            **trial_hooks(settings.storage),
-        )
-    finally:
-        progress.close()
-    render_summary(
-        summarize(outcome.study),
-        storage=settings.storage,
-        quiet=quiet,
-        elapsed_s=time.monotonic() - started,
-        ran=outcome.ran,
-        probe=outcome.probe.describe(),
+    # The study exists (join_study checked) and the settings are its own: run_study loads it,
+    # checks the hardware, and creates nothing. It notes its own trials in the dashboard; the
+    # study's note is the confirming run's.
+    run_and_render(
+        settings, quiet=quiet, no_wait=no_wait, publish=False, create=False, confirm=False
     )
 
 

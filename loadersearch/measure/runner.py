@@ -107,8 +107,14 @@ def measure(
     *,
     on_window: Callable[[Window], bool] | None = None,
     on_ready: Callable[[MeasureResult], None] | None = None,
+    prepared: bool = False,
 ) -> MeasureResult:
     """Measure ``config`` on ``workload`` for ``plan`` in a fresh child process.
+
+    ``prepared``: :func:`~loadersearch.measure.prepare.prepare` has readied ``workload``
+    (its device resolved, its caches built, the cache ``config`` names among them), so this
+    measurement does not check its cache again; without it, a missing or stale memmap cache
+    is built here, outside the child's time limit.
 
     ``on_ready(result)`` is called once the workload is built, before any window, with the
     result so far (device, ``dataset_images``: the images of one full epoch).
@@ -127,7 +133,7 @@ def measure(
         from loadersearch.workload.synthetic import default_dataset
 
         workload = dataclasses.replace(workload, data=default_dataset())
-    if workload.cache == "memmap" and workload.pipeline is None:
+    if workload.cache == "memmap" and workload.pipeline is None and not prepared:
         # build a missing or stale memmap cache here too, not inside the child's time limit
         from loadersearch.errors import LoaderSearchError
         from loadersearch.workload import prepare_cache

@@ -12,6 +12,9 @@ ran.
 - :mod:`._html`: ``index.html``, the report a person opens.
 - :mod:`._notes`: the study's and the trials' notes in optuna-dashboard (written by the
   processes that run the study, not by ``loadersearch report``).
+- :mod:`._text`: the answer as text (:func:`render_summary`), what a run prints at its end.
+- :mod:`._progress`: the displays of a running study (:func:`make_progress`): a live panel on
+  a terminal, plain lines otherwise.
 """
 
 from __future__ import annotations
@@ -38,14 +41,18 @@ from loadersearch.report._importance import Importance, importances
 from loadersearch.report._machines import MachineRow, machines
 from loadersearch.report._notes import note_trial, publish, trial_hooks, window_artifact_hook
 from loadersearch.report._plots import write_plots
+from loadersearch.report._progress import PlainProgress, RichProgress, make_progress
 from loadersearch.report._study import open_study
 from loadersearch.report._summary import BaselineResult, Finalist, Summary, Winner, summarize
+from loadersearch.report._text import dashboard_command, render_summary
 
 __all__ = [
     "BaselineResult",
     "Finalist",
     "Importance",
     "MachineRow",
+    "PlainProgress",
+    "RichProgress",
     "Summary",
     "Winner",
     "answer_lines",
@@ -53,16 +60,19 @@ __all__ = [
     "baseline_cells",
     "baseline_header",
     "cache_line",
+    "dashboard_command",
     "duration",
     "env_lines",
     "epoch_time",
     "importances",
     "load_best",
+    "make_progress",
     "machine_load",
     "machines",
     "note_trial",
     "open_study",
     "publish",
+    "render_summary",
     "skipped_lines",
     "summarize",
     "trial_hooks",

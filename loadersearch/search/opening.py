@@ -21,9 +21,9 @@ from loadersearch.search.settings import (
     StudySettings,
     foreign_study_problems,
     require_loadersearch_study,
-    uses_cuda,
 )
 from loadersearch.search.space import SearchSpace
+from loadersearch.workload.device import uses_cuda
 
 if TYPE_CHECKING:
     import optuna
@@ -124,25 +124,6 @@ def ranks_notice(settings: StudySettings, hardware: Hardware) -> str:
     else:
         text += f" on {hardware.cpu_count} CPUs (more than the cores, as --space asked)"
     return text + "; --space num_workers=LOW:HIGH changes it."
-
-
-def shm_notices(settings: StudySettings, gpu: bool) -> list[str]:
-    """/dev/shm's size and free space, what the space's largest configuration needs there, and
-    a warning when that is more than the free space (those configurations will be infeasible,
-    reason shm_full)."""
-    from loadersearch.measure.shm import check_shm
-
-    space = settings.space
-    check = check_shm(
-        settings.workload,
-        "cuda" if gpu else "cpu",
-        num_workers=space.num_workers[1],
-        batch_size=space.batch_size[1],
-        prefetch_factor=space.prefetch_factor[1],
-        largest=True,
-    )
-    warning = check.warning()
-    return [check.line(), *([warning] if warning else [])]
 
 
 def make_pruner(name: str, n_windows: int) -> optuna.pruners.BasePruner:

@@ -20,7 +20,6 @@ The keys of [study], [workload] and [plan] are the options declared on those cla
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import sys
 from dataclasses import dataclass, field
@@ -34,7 +33,7 @@ from loadersearch.config import (
     PipelineSpec,
     WorkloadSpec,
 )
-from loadersearch.errors import LoaderSearchError
+from loadersearch.errors import SpecError
 from loadersearch.hardware import Hardware
 from loadersearch.options import (
     OFF,
@@ -50,15 +49,12 @@ from loadersearch.options import (
 )
 from loadersearch.options import parse_size as config_parse_size
 from loadersearch.search.space import KNOBS, SearchSpace, SpaceError, default_worker_bound
+from loadersearch.workload.device import check_gpus, uses_cuda
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
-
-class SpecError(LoaderSearchError):
-    """A study spec (file or options) cannot be used; the message names the key and the fix."""
-
 
 @dataclass(frozen=True)
 class StudySettings:
@@ -434,24 +430,6 @@ def require_loadersearch_study(study: Any, url: str) -> None:
         )
 
 
-def uses_cuda(workload: WorkloadSpec, hardware: Hardware) -> bool:
-    """Whether the measurement will run on a CUDA device (the emulated device never does)."""
-    if workload.kind == "emulated" or workload.device == "cpu":
-        return False
-    return workload.device == "cuda" or hardware.gpu_count > 0
-
-
-def resolved_workload(workload: WorkloadSpec, hardware: Hardware) -> WorkloadSpec:
-    """``workload`` with ``device="auto"`` replaced by the device this study resolved to, as
-    the measuring child must use it: a study named and sized for a GPU then runs on CUDA or
-    fails with the reason (an old driver, ``CUDA_VISIBLE_DEVICES=""``), instead of silently
-    measuring the CPU at 128 px under the GPU study's name. The emulated workload keeps
-    ``auto``: it only moves its batches to whatever device is there."""
-    if workload.device != "auto" or workload.kind == "emulated":
-        return workload
-    return dataclasses.replace(workload, device="cuda" if uses_cuda(workload, hardware) else "cpu")
-
-
 def cpu_bound(workload: WorkloadSpec, hardware: Hardware) -> bool:
     """Whether the CPU does the heavy work of this measurement: training on a CPU, or any
     workload on a host without a GPU (its loader decodes ~50-100 img/s at 416 px). Such
@@ -477,18 +455,6 @@ def default_plan(*, small: bool) -> MeasurePlan:
             extend_limit_s=8.0, **shared,
         )  # fmt: skip
     return MeasurePlan(epochs=3, steps=8, warmup_steps=4, **shared)
-
-
-def check_gpus(workload: WorkloadSpec, hardware: Hardware) -> None:
-    """Refuse more ranks than this machine has GPUs when the ranks would run on CUDA (every
-    workload moves its batches to CUDA when there is one and the device is not ``cpu``)."""
-    on_cuda = workload.device == "cuda" or (workload.device == "auto" and hardware.gpu_count)
-    if workload.gpus > 1 and on_cuda and workload.gpus > hardware.gpu_count:
-        raise SpecError(
-            f"gpus={workload.gpus} needs {workload.gpus} GPUs, one per rank, but this machine "
-            f"has {hardware.gpu_count}; use --gpus {hardware.gpu_count} or fewer (or "
-            "--device cpu for CPU ranks with gloo, for testing)."
-        )
 
 
 def default_space(hardware: Hardware, *, small: bool, ranks: int = 1) -> SearchSpace:

@@ -22,12 +22,15 @@ Study user attributes (what a resume or a worker needs, and what the report show
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from loadersearch.config import LoaderConfig
 from loadersearch.errors import NothingFeasibleError, StudyError
+from loadersearch.measure.prepare import Prepared, prepare
 from loadersearch.measure.result import INFEASIBLE_ADVICE
 from loadersearch.search.baselines import baselines as baseline_rules
 from loadersearch.search.batchprobe import ProbeResult, probe_max_batch
@@ -44,17 +47,13 @@ from loadersearch.search.opening import (
     ranks_notice,
     require_joinable,
     settings_from_study,
-    shm_notices,
     study_name_of,
 )
 from loadersearch.search.progress import Progress
-from loadersearch.search.settings import (
-    StudySettings,
-    resolved_workload,
-    uses_cuda,
-)
+from loadersearch.search.settings import StudySettings
 from loadersearch.search.settle import SETTLE_ATTR, settle_check
 from loadersearch.search.space import SearchSpace, SpaceError
+from loadersearch.workload.device import uses_cuda
 
 if TYPE_CHECKING:
     import optuna
@@ -248,104 +247,22 @@ def _run_study(
     import optuna
 
     from loadersearch.hardware import fingerprint
-    from loadersearch.measure.hostload import busy_share
     from loadersearch.search.budget import optimize_to_total
-    from loadersearch.storage import open_storage, resolve_storage_url, study_lock
-    from loadersearch.workload import check_data, prepare_cache
 
     hardware = hardware or fingerprint()
-    measure_fn = measure_fn or default_measure()
+    # Every measurement of the run is of the workload prepare() readied: none checks its
+    # cache again.
+    measure_fn = measure_fn or functools.partial(default_measure(), prepared=True)
     progress = progress or Progress()
     optuna.logging.set_verbosity(optuna.logging.WARNING)
 
-    busy_share()  # a bad $LOADERSEARCH_BUSY_SHARE is refused before anything is created
-    # The whole dataset is checked before a study or a trial exists for it: a bad dataset
-    # stops here, creating nothing.
-    data = check_data(settings.workload)
-    if data.describe():
-        progress.notice(data.describe())
-    # A memmap cache is built here, once, before any trial (never inside a trial's timeout);
-    # every trial then reuses it. Its cost is stored with the study (the answer shows it).
-    caches = []
-    for mode in settings.space.cache or (settings.workload.cache,):
-        resolved = resolved_workload(settings.workload, hardware)
-        cache = prepare_cache(dataclasses.replace(resolved, cache=mode))
-        if cache is not None:
-            progress.notice(cache.describe())
-            caches.append(cache)
-    name = study_name_of(settings, hardware)
-    storage = open_storage(resolve_storage_url(settings.storage))
-
-    def waiting() -> None:
-        progress.notice(f"Another process is setting up study {name!r}; waiting for it.")
-
+    ready = _prepare(settings, hardware, progress)
     # The child measures on the device this study resolved to (never its own guess).
-    measured = dataclasses.replace(
-        settings, workload=resolved_workload(settings.workload, hardware)
-    )
-    # Runs that start one study at once: the first sets it up, the others wait and join it.
-    with study_lock(storage, name, waiting):
-        probed = None
-        if create and not _exists(storage, name):
-            # A new study is created once its batch bound is known: a VRAM cap that not even
-            # the smallest batch fits under then stops here with nothing stored, and the
-            # corrected command creates the study (a study with the wrong cap would refuse
-            # it as a different spec).
-            probed = new_probe(measured, hardware, measure_fn=measure_fn, progress=progress)
-        study, resumed = open_study(settings, hardware, create=create, storage=storage)
-        for note in getattr(study, "storage_notes", []):
-            progress.notice(note)
-        gpu = uses_cuda(settings.workload, hardware)
-        if settings.workload.kind == "train" and not gpu:
-            pipeline = settings.workload.pipeline is not None
-            progress.notice(PIPELINE_CPU_NOTICE if pipeline else CPU_NOTICE)
-        if settings.workload.emulated:
-            progress.notice(
-                "EMULATED accelerator: results describe a stand-in device, not a GPU."
-            )
-        if settings.workload.storage_label():
-            progress.notice(
-                f"{settings.workload.storage_label()}: every sample read waits that long (a "
-                "sleep), as on network storage or a hard disk; results describe that storage."
-            )
-        if settings.workload.gpus > 1:
-            progress.notice(ranks_notice(settings, hardware))
-        for line in shm_notices(settings, gpu):
-            progress.notice(line)
-        before = finished_trials(study)
-        progress.study_ready(study, resumed=resumed, finished=before, target=settings.trials)
-
-        if create and study.user_attrs.get("trials") != settings.trials:
-            study.set_user_attr("trials", settings.trials)  # the total workers aim at
-        if create and settings.workload.skip_bad_samples:
-            study.set_user_attr("skipped_samples", data.to_dict())
-        if create and caches:  # a worker adds nothing to the study
-            stored = dict(study.user_attrs.get("caches") or {})
-            records = {c.mode: _cache_record(c, stored.get(c.mode)) for c in caches}
-            if any(stored.get(mode) != record for mode, record in records.items()):
-                study.set_user_attr("caches", {**stored, **records})
-        probe = ensure_probe(
-            study,
-            measured,
-            hardware,
-            measure_fn=measure_fn,
-            progress=progress,
-            store=create,
-            probed=probed,
-        )
-        space = bounded_space(settings.space, probe)
-        from loadersearch.search.sampler import make_sampler  # imports optuna
-
-        study.sampler = make_sampler(settings.sampler, space, seed=settings.seed, prefer_pin=gpu)
-        if create and study.user_attrs.get("sampler") != settings.sampler:
-            study.set_user_attr("sampler", settings.sampler)  # the one workers use
-        if create and study.user_attrs.get(SETTLE_ATTR, True) != settings.settle:
-            study.set_user_attr(SETTLE_ATTR, settings.settle)  # workers follow the creator
-        if settings.baselines:
-            enqueue_baselines(study, space, hardware, gpu=gpu, ranks=settings.workload.gpus)
-        elif create and "baselines" not in study.user_attrs:
-            study.set_user_attr("baselines", [])  # the creator chose none: workers add none
-
+    measured = dataclasses.replace(settings, workload=ready.workload)
+    study, resumed, before, probe, space = _set_up(
+        settings, measured, ready, hardware, create=create, measure_fn=measure_fn,
+        progress=progress,
+    )  # fmt: skip
     objective = Objective(
         space,
         measured.workload,
@@ -389,6 +306,130 @@ def _run_study(
         confirmation=confirmation,
         resumed=resumed,
     )
+
+
+def _prepare(settings: StudySettings, hardware: Hardware, progress: Progress) -> Prepared:
+    """The preparation every measurement of the run shares (:func:`prepare`), before a study
+    or a trial exists for it: a bad dataset stops here, creating nothing. A memmap cache is
+    built once, before any trial (never inside a trial's timeout), for every cache mode the
+    space searches; its cost is stored with the study (the answer shows it)."""
+    from loadersearch.measure.hostload import busy_share
+
+    busy_share()  # a bad $LOADERSEARCH_BUSY_SHARE is refused before anything is created
+    space = settings.space
+    largest = LoaderConfig(
+        num_workers=space.num_workers[1],
+        batch_size=space.batch_size[1],
+        prefetch_factor=space.prefetch_factor[1] if space.num_workers[1] else None,
+    )
+    ready = prepare(
+        settings.workload,
+        largest,
+        hardware,
+        largest=True,
+        caches=space.cache or (settings.workload.cache,),
+    )
+    if ready.data.describe():
+        progress.notice(ready.data.describe())
+    for cache in ready.caches:
+        progress.notice(cache.describe())
+    return ready
+
+
+def _set_up(
+    settings: StudySettings,
+    measured: StudySettings,
+    ready: Prepared,
+    hardware: Hardware,
+    *,
+    create: bool,
+    measure_fn: MeasureFn,
+    progress: Progress,
+) -> tuple[optuna.Study, bool, int, ProbeResult, SearchSpace]:
+    """Open (or create) the study and complete its set-up under its set-up lock: runs that
+    start one study at once, the first sets it up, the others wait and join it. The study,
+    whether it was resumed, its finished trials before this run, the probe, the space."""
+    from loadersearch.storage import open_storage, resolve_storage_url, study_lock
+
+    name = study_name_of(settings, hardware)
+    storage = open_storage(resolve_storage_url(settings.storage))
+
+    def waiting() -> None:
+        progress.notice(f"Another process is setting up study {name!r}; waiting for it.")
+
+    with study_lock(storage, name, waiting):
+        probed = None
+        if create and not _exists(storage, name):
+            # A new study is created once its batch bound is known: a VRAM cap that not even
+            # the smallest batch fits under then stops here with nothing stored, and the
+            # corrected command creates the study (a study with the wrong cap would refuse
+            # it as a different spec).
+            probed = new_probe(measured, hardware, measure_fn=measure_fn, progress=progress)
+        study, resumed = open_study(settings, hardware, create=create, storage=storage)
+        gpu = ready.device_type == "cuda"
+        for line in _notices(study, settings, hardware, ready):
+            progress.notice(line)
+        before = finished_trials(study)
+        progress.study_ready(study, resumed=resumed, finished=before, target=settings.trials)
+        if create:  # a worker adds nothing to the study
+            _store_run_attrs(study, settings, ready)
+        probe = ensure_probe(
+            study,
+            measured,
+            hardware,
+            measure_fn=measure_fn,
+            progress=progress,
+            store=create,
+            probed=probed,
+        )
+        space = bounded_space(settings.space, probe)
+        from loadersearch.search.sampler import make_sampler  # imports optuna
+
+        study.sampler = make_sampler(settings.sampler, space, seed=settings.seed, prefer_pin=gpu)
+        if create and study.user_attrs.get("sampler") != settings.sampler:
+            study.set_user_attr("sampler", settings.sampler)  # the one workers use
+        if create and study.user_attrs.get(SETTLE_ATTR, True) != settings.settle:
+            study.set_user_attr(SETTLE_ATTR, settings.settle)  # workers follow the creator
+        if settings.baselines:
+            enqueue_baselines(study, space, hardware, gpu=gpu, ranks=settings.workload.gpus)
+        elif create and "baselines" not in study.user_attrs:
+            study.set_user_attr("baselines", [])  # the creator chose none: workers add none
+    return study, resumed, before, probe, space
+
+
+def _notices(
+    study: optuna.Study, settings: StudySettings, hardware: Hardware, ready: Prepared
+) -> list[str]:
+    """What the run says once the study is open: the storage's notes, what the measurements
+    describe (the CPU, an emulated device or storage, several ranks), /dev/shm."""
+    workload = settings.workload
+    lines = list(getattr(study, "storage_notes", []))
+    if workload.kind == "train" and ready.device_type != "cuda":
+        lines.append(PIPELINE_CPU_NOTICE if workload.pipeline is not None else CPU_NOTICE)
+    if workload.emulated:
+        lines.append("EMULATED accelerator: results describe a stand-in device, not a GPU.")
+    if workload.storage_label():
+        lines.append(
+            f"{workload.storage_label()}: every sample read waits that long (a "
+            "sleep), as on network storage or a hard disk; results describe that storage."
+        )
+    if workload.gpus > 1:
+        lines.append(ranks_notice(settings, hardware))
+    return [*lines, *ready.shm_lines()]
+
+
+def _store_run_attrs(study: optuna.Study, settings: StudySettings, ready: Prepared) -> None:
+    """What the creating run keeps in the study: the total workers aim at, what
+    --skip-bad-samples left out, the caches' sizes and build costs."""
+    if study.user_attrs.get("trials") != settings.trials:
+        study.set_user_attr("trials", settings.trials)
+    if settings.workload.skip_bad_samples:
+        study.set_user_attr("skipped_samples", ready.data.to_dict())
+    if ready.caches:
+        stored = dict(study.user_attrs.get("caches") or {})
+        records = {c.mode: _cache_record(c, stored.get(c.mode)) for c in ready.caches}
+        if any(stored.get(mode) != record for mode, record in records.items()):
+            study.set_user_attr("caches", {**stored, **records})
 
 
 def _exists(storage: optuna.storages.BaseStorage, name: str) -> bool:

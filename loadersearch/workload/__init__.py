@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from loadersearch.config import WorkloadSpec
+from loadersearch.workload.device import resolve_device
 
 logger = logging.getLogger(__name__)
 
@@ -31,60 +32,6 @@ def resolve_img_size(kind: str, device_type: str, img_size: int | None = None) -
     if device_type == "cpu" and kind == "train":
         return CPU_TRAIN_IMG_SIZE
     return GPU_IMG_SIZE
-
-
-def cuda_available() -> bool:
-    import torch
-
-    return torch.cuda.is_available()
-
-
-def cuda_unavailable_reason() -> str:
-    """Why this process's torch sees no CUDA device, as far as it can tell."""
-    import ctypes
-    import warnings
-
-    import torch
-
-    from loadersearch.hardware import VISIBLE_ENV, parse_visible_devices
-
-    if torch.version.cuda is None:
-        return f"this torch ({torch.__version__}) is built without CUDA"
-    visible = os.environ.get(VISIBLE_ENV)
-    if visible is not None and parse_visible_devices(visible) == []:
-        return f"{VISIBLE_ENV}={visible!r} hides every GPU from this process"
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        torch.cuda.is_available()  # torch warns the reason (e.g. a driver too old for it)
-    said = [str(w.message).strip().splitlines()[0] for w in caught if str(w.message).strip()]
-    if said:
-        return "torch says: " + " ".join(said)
-    try:
-        ctypes.CDLL("libcuda.so.1")
-    except OSError:
-        return "no NVIDIA driver here (libcuda.so.1 cannot be loaded)"
-    return (
-        f"no CUDA device found (torch {torch.__version__} built for CUDA {torch.version.cuda}; "
-        f"{VISIBLE_ENV}={visible!r})"
-    )
-
-
-def resolve_device(device: str) -> str:
-    """``auto`` -> ``cuda`` when a CUDA device is present, else ``cpu``. ``cuda`` without a
-    CUDA device raises :class:`~loadersearch.errors.DeviceError` with the reason: a study
-    resolved to CUDA must not be measured on the CPU."""
-    if device == "auto":
-        return "cuda" if cuda_available() else "cpu"
-    if device == "cuda" and not cuda_available():
-        from loadersearch.errors import DeviceError
-
-        raise DeviceError(
-            f"this measurement must run on CUDA but torch sees no CUDA device: "
-            f"{cuda_unavailable_reason()}. Measuring on the CPU instead would answer for "
-            "another machine; make the GPU visible (driver, CUDA_VISIBLE_DEVICES, container "
-            "--gpus), or measure on the CPU on purpose with --device cpu (a separate study)."
-        )
-    return device
 
 
 @dataclass
@@ -317,7 +264,8 @@ def prepare_cache(spec: WorkloadSpec) -> Any:
     )
     device = spec.device
     if device == "auto":
-        device = "cuda" if spec.kind == "train" and cuda_available() else "cpu"
+        # only the train workload's image size depends on the device (no torch otherwise)
+        device = resolve_device(device) if spec.kind == "train" else "cpu"
     return cache.prepare_cache(
         spec.cache,
         index.root,

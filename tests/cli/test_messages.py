@@ -280,7 +280,7 @@ def test_the_dashboard_on_a_busy_port_is_one_line(tmp_path):
 def test_the_printed_dashboard_command_works_when_the_password_came_from_the_environment(
     monkeypatch,
 ):
-    from loadersearch.cli.report import dashboard_command
+    from loadersearch.report import dashboard_command
 
     url = "postgresql+psycopg://tuner:s3cret@db.example/studies"
     monkeypatch.setenv("LOADERSEARCH_STORAGE", url)

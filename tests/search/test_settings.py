@@ -128,7 +128,7 @@ def test_more_ranks_than_gpus_is_refused_naming_the_fix() -> None:
 
 def test_auto_resolves_to_the_device_the_study_is_named_and_sized_for() -> None:
     from loadersearch.config import WorkloadSpec
-    from loadersearch.search.settings import resolved_workload
+    from loadersearch.workload.device import resolved_workload
 
     gpu = Hardware(cpu_count=16, physical_cores=8, gpu_model="NVIDIA H200", gpu_count=1)
     assert resolved_workload(WorkloadSpec(kind="train"), gpu).device == "cuda"

@@ -1,6 +1,7 @@
 """How ``loadersearch run`` (on stdout) and :func:`loadersearch.tune` (on stderr) show a study
 while it runs: a live rich panel on a terminal, plain lines (one per event) otherwise, nothing
-with --quiet (``verbose=False``)."""
+with --quiet (``verbose=False``). The displays of :class:`~loadersearch.search.progress.Progress`
+the command line and the API share; they write to the terminal only when they are given one."""
 
 from __future__ import annotations
 
