@@ -95,7 +95,9 @@ def main(argv: list[str] | None = None) -> int:
             "replay)", "",
             f"`benchmarks/settle_replay.py --seeds {args.seeds} --set {args.set}`: each "
             f"landscape replayed to the full budget of {CAP} trials and, with the same seeds, "
-            "stopped once settled (loadersearch.search.settle). Quality = the answer's truth / "
+            "stopped once settled (loadersearch.search.settle: after at least 14 trials, 12 in "
+            "a row that measured nothing above the best before them, and on a host of 4+ CPUs "
+            "once the deepest prefetch was measured). Quality = the answer's truth / "
             f"the optimum, in %. Settled runs used {mean_trials:.1f} of {CAP} trials on "
             f"average; {misses} of {len(table)} landscapes lose more than 1 point (median or "
             "10th percentile). `heldout-*` were not looked at while choosing the rule.", "",

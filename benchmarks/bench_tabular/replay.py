@@ -184,6 +184,7 @@ def replay_seed(
         pruner=make_pruner(method.pruner, plan.n_windows),
         direction="maximize",
     )
+    study.set_user_attr("hardware", hardware.to_dict())  # as a run's study holds it
     if method.baselines:
         enqueue_baselines(study, space, hardware, gpu=gpu)
     objective = Objective(space, workload, plan, measure_fn=measure_fn)

@@ -1,17 +1,22 @@
 """When the answer is settled: ``--trials N`` is a cap, not a quota.
 
 A study stops before its cap once the trials left are unlikely to change the answer: the
-configurations the search has yet to propose have not beaten the best by more than its own
-measured noise for a while, after the search has seen the dimensions that matter. Precisely,
-the study is settled when
+search has walked a while without measuring anything above its best, after it has seen the
+dimensions that matter. Precisely, the study is settled when
 
 - at least :data:`MIN_TRIALS` trials have finished and no trial is queued (the baselines, a
   configuration to measure again) or running;
 - the finished trials cover the space: at least 3 distinct ``num_workers`` values (fewer when
-  the range holds fewer) and 2 batch sizes when the batch size is searched;
-- none of the last :data:`QUIET_FOR` finished trials (complete or pruned) beat the best of the
-  trials before them by more than that best's 90% measurement noise (at least
-  :data:`MIN_GAIN`): the search walked that far from its best without finding a real gain.
+  the range holds fewer) and 2 batch sizes when the batch size is searched; and, where the
+  host has :data:`PREFETCH_CPUS` CPUs or more (the study's ``hardware``), the largest
+  ``prefetch_factor`` has been measured with workers: a deep queue hides the spread of reads,
+  a gain of up to ~10% that one noisy step (2 -> 4) does not show;
+- none of the last :data:`QUIET_FOR` finished trials (complete or pruned) measured above the
+  best of the trials before them (by more than :data:`MIN_GAIN`; 0: any higher measurement).
+  The best so far is the largest of many noisy measurements, so it sits high in its own
+  noise: a bar of the best *plus* its noise (the rule before) let a real gain of a few
+  percent pass as noise and settled too early on 7 of the 12 design landscapes of the zoo
+  (docs/benchmarks/settle-replay.md).
 
 The decision is stored in the study (user attribute ``settled``: after how many trials, of which
 cap, the time the rest would have cost) so that every worker stops and the answer says it. A
@@ -34,8 +39,9 @@ if TYPE_CHECKING:
 SETTLED_ATTR = "settled"
 SETTLE_ATTR = "settle"  # the study's choice (True unless --no-settle), read by its workers
 MIN_TRIALS = 14
-QUIET_FOR = 12  # finished trials in a row without a gain beyond the best's noise
-MIN_GAIN = 0.02  # the smallest relative gain that counts, whatever the noise
+QUIET_FOR = 12  # finished trials in a row that measured nothing above the best before them
+MIN_GAIN = 0.0  # the smallest relative gain that counts (0: any measurement above the best)
+PREFETCH_CPUS = 4  # on a host of this many CPUs or more the deepest prefetch must be measured
 Z90 = 1.645  # a 90% interval's half-width in standard deviations
 
 
@@ -77,24 +83,57 @@ def trial_noise(trial: optuna.trial.FrozenTrial, default: float = 0.0) -> float:
     return default
 
 
-def _covered(trials: list[optuna.trial.FrozenTrial], space: SearchSpace) -> bool:
+def _covered(trials: list[optuna.trial.FrozenTrial], space: SearchSpace, cpus: int | None) -> bool:
     workers = {t.params.get("num_workers", space.num_workers[0]) for t in trials}
     lo, hi = space.num_workers
     if len(workers) < min(3, hi - lo + 1):
         return False
     batches = {t.params.get("batch_size", space.batch_size[0]) for t in trials}
-    return len(batches) >= min(2, len(space.batch_choices()))
+    if len(batches) < min(2, len(space.batch_choices())):
+        return False
+    return _deepest_prefetch_seen(trials, space, cpus)
+
+
+def _deepest_prefetch_seen(
+    trials: list[optuna.trial.FrozenTrial], space: SearchSpace, cpus: int | None
+) -> bool:
+    """The largest ``prefetch_factor`` measured with workers, where it matters: on a host of
+    :data:`PREFETCH_CPUS` CPUs or more (``cpus``; unknown: half the worker range's top, the
+    bound loadersearch gives a host). On fewer CPUs few batches are in flight, and the
+    measured 2-core host shows no prefetch effect beyond its noise."""
+    lo, hi = space.prefetch_factor
+    if cpus is None:
+        cpus = space.num_workers[1] // 2
+    if lo == hi or cpus < PREFETCH_CPUS:
+        return True
+    return any(
+        t.params.get("num_workers", space.num_workers[0]) > 0
+        and t.params.get("prefetch_factor", lo) == hi
+        for t in trials
+    )
 
 
 def settled(study: optuna.Study, total: int, space: SearchSpace) -> Settled | None:
     """The study's settling, when its answer is settled now (see the module's rule)."""
+    cpus = (study.user_attrs.get("hardware") or {}).get("cpu_count")
+    return settled_trials(study.get_trials(deepcopy=False), total, space, cpus=cpus)
+
+
+def settled_trials(
+    trials: list[optuna.trial.FrozenTrial],
+    total: int,
+    space: SearchSpace,
+    *,
+    cpus: int | None = None,
+) -> Settled | None:
+    """:func:`settled` on a study's trials (a replay asks it of the trials as they stood) on a
+    host of ``cpus`` CPUs (None: unknown)."""
     from optuna.trial import TrialState
 
-    trials = study.get_trials(deepcopy=False)
     if any(t.state in (TrialState.WAITING, TrialState.RUNNING) for t in trials):
         return None
     finished = [t for t in trials if t.state in (TrialState.COMPLETE, TrialState.PRUNED)]
-    if len(finished) < MIN_TRIALS or len(finished) >= total or not _covered(finished, space):
+    if len(finished) < MIN_TRIALS or len(finished) >= total or not _covered(finished, space, cpus):
         return None
     finished.sort(key=lambda t: t.number)
     before, recent = finished[:-QUIET_FOR], finished[-QUIET_FOR:]
@@ -112,7 +151,7 @@ def settled(study: optuna.Study, total: int, space: SearchSpace) -> Settled | No
     best = max(measured(before), key=lambda t: t.value, default=None)
     if best is None:
         return None
-    bar = best.value * (1.0 + max(MIN_GAIN, Z90 * trial_noise(best)))
+    bar = best.value * (1.0 + MIN_GAIN)
     if any(t.value > bar for t in measured(recent)):
         return None
     walls = [float(t.user_attrs.get("wall_s") or 0.0) for t in finished]
