@@ -221,7 +221,7 @@ def settled_line(summary: Summary) -> str | None:
     left = int(s["total"]) - int(s["after"])
     return (
         f"settled after {s['after']} trials: {left} not needed (~{duration(s['saved_s'])} saved; "
-        f"the last {QUIET_FOR} did not beat trial {s['best']} by more than its measured noise)"
+        f"none of the last {QUIET_FOR} measured above trial {s['best']})"
     )
 
 

@@ -111,9 +111,8 @@ class StudySettings:
     settle: bool = opt(  # stop before `trials` once the answer is settled (search.settle)
         True, kind=OFF, flags=("--no-settle",),
         help="Spend the whole --trials budget, even once the answer is settled (by default the "
-        "study stops when the last 12 trials did not beat the best by more than its measured "
-        "noise, after at least 14 trials that cover the space). Same as settle = false in a "
-        "spec's [study].",
+        "study stops when none of the last 12 trials measured above the best, after at least "
+        "14 trials that cover the space). Same as settle = false in a spec's [study].",
     )  # fmt: skip
     # informational: classes of the user's dataset, in the spec file's [workload]
     classes: int | None = opt(None, kind=WHOLE, section="workload", flags=(), api=None)
