@@ -98,7 +98,8 @@ def render_summary(
     load = machine_load(summary)
     if load:
         console.print(f"machine: {load}")
-    title = "Winner" if w.confirmed and not w.inconclusive else winner_title(w)
+    # (an unconfirmed winner's evidence says so: "best trial, not confirmed")
+    title = winner_title(w) if w.confirmed and w.inconclusive else "Winner"
     colour = "green" if title == "Winner" else "yellow"
     console.print(
         f"\n[bold {colour}]{title}[/] (trial {w.trial}): {w.config.label()}: "
