@@ -10,13 +10,13 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Iterator
 
 import psutil
 import pytest
-from search_helpers import E2E_OPTIONS, EmulatedStudy, run_cli
+from helpers.studies import E2E_OPTIONS, EmulatedStudy, run_cli
+from helpers.wait import wait_for
 
 TINY_IMAGES = 16
 TINY_SEED = 7
@@ -158,12 +158,10 @@ def burners():
         for _ in range(2)
     ]
     try:
-        deadline = time.monotonic() + 60
         for p in procs:
             ps = psutil.Process(p.pid)
-            while ps.cpu_times().user < 0.2:
-                assert time.monotonic() < deadline, "the burners never ran"
-                time.sleep(0.05)
+            ran = lambda ps=ps: ps.cpu_times().user >= 0.2  # noqa: E731
+            wait_for(ran, what="the burners running", timeout=60, every=0.05)
         yield procs
     finally:
         for p in procs:

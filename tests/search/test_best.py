@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 
-from search_helpers import EmulatedStudy, run_cli
+from helpers.studies import EmulatedStudy, run_cli
 
 import loadersearch
 from loadersearch.config import LoaderConfig

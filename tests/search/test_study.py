@@ -6,8 +6,8 @@ import os
 
 import optuna
 import pytest
+from helpers.studies import EmulatedStudy, run_cli
 from optuna.trial import TrialState
-from search_helpers import EmulatedStudy, run_cli
 
 from loadersearch.errors import StudyError
 from loadersearch.search.space import KNOBS
