@@ -1,7 +1,7 @@
 """The faults a study meets in practice (issue 10), each reproduced end to end with real CLI
 processes and real measurements: nothing lost, nothing invented, nothing touched that isn't
 ours. (A full disk is in test_full_disk.py; read-only commands and foreign studies in
-tests/search/test_readonly.py.)"""
+tests/cli/test_readonly.py.)"""
 
 from __future__ import annotations
 
