@@ -15,6 +15,7 @@ from collections.abc import Iterator
 
 import psutil
 import pytest
+from helpers import lanes
 from helpers.studies import E2E_OPTIONS, EmulatedStudy, run_cli
 from helpers.wait import wait_for
 
@@ -34,9 +35,17 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ["LOADERSEARCH_QUIET_WAIT_S"] = "0"
 
 
+# The guard of the fast lane: a test not marked slow fails if it starts a measuring process.
+pytest_runtest_setup = lanes.pytest_runtest_setup
+pytest_runtest_teardown = lanes.pytest_runtest_teardown
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Tests marked ``cuda`` need a CUDA device: skipped (never deleted) where there is none;
-    scripts/gpu_acceptance.sh runs them on a GPU machine."""
+    """Tests that measure are marked ``slow`` (helpers/lanes.py: from the fixtures and helpers
+    they use), so that the fast lane leaves them out. Tests marked ``cuda`` need a CUDA
+    device: skipped (never deleted) where there is none; scripts/gpu_acceptance.sh runs them
+    on a GPU machine."""
+    lanes.mark_measuring(items)
     marked = [item for item in items if item.get_closest_marker("cuda")]
     if not marked:
         return

@@ -1,0 +1,225 @@
+"""The two lanes of the suite: the fast lane (``scripts/test.sh --fast``, ``-m "not slow"``)
+runs the tests that start no measuring process; the full suite runs them all.
+
+A test is ``slow`` when it is marked so by hand, or, marked here at collection, when it uses a
+measuring fixture (:data:`MEASURING_FIXTURES`, directly or through another fixture) or calls a
+measuring helper (:func:`measuring_helpers`, directly or through a function of its module or
+one of its fixtures).
+
+And a guard holds the line in every run: a test not marked ``slow`` that starts a measuring
+process (a fork server or a measuring child, or a ``loadersearch run/bench/worker/diagnose/
+confirm`` process, seen in this process's calls and among its descendants) fails, naming the
+process, so that the fast lane never measures and a new measuring test is marked."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+import threading
+import time
+import types
+from collections.abc import Iterable
+
+import psutil
+import pytest
+
+from helpers.procs import CHILD_MODULE, SERVER_ENTRY
+
+# The fixtures that measure (or whose tests do): a real study, outside load for a measurement,
+# the measurement tests' plan.
+MEASURING_FIXTURES = frozenset({"emulated_study", "burners", "quick_plan"})
+
+# `loadersearch COMMAND` that measure (or start a process that does).
+MEASURING_COMMANDS = frozenset({"run", "bench", "worker", "diagnose", "confirm"})
+
+
+def measuring_helpers() -> list[object]:
+    """The functions and option lists that only a measuring test uses."""
+    import loadersearch.api
+    import loadersearch.measure
+    import loadersearch.measure.runner
+    from helpers import cliproc, procs, studies
+
+    return [
+        loadersearch.measure.measure,
+        loadersearch.measure.runner.measure,
+        loadersearch.api.tune,
+        loadersearch.api.bench,
+        cliproc.FAST,  # the options of a CLI study
+        cliproc.start_cli,
+        studies.E2E_OPTIONS,
+        procs.measurement_processes,
+        procs.fork_servers,
+    ]
+
+
+# -- marking at collection --------------------------------------------------------------------
+
+
+def _referenced(func: object, seen: set[int]) -> Iterable[object]:
+    """The globals that ``func`` names (nested functions and lambdas included), and,
+    recursively, those of the functions of its own module that it names."""
+    func = getattr(func, "__func__", func)
+    code = getattr(func, "__code__", None)
+    if code is None or id(func) in seen:
+        return
+    seen.add(id(func))
+    names: set[str] = set()
+    codes = [code]
+    while codes:
+        c = codes.pop()
+        names.update(c.co_names)
+        codes.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
+    module = getattr(func, "__globals__", {})
+    for name in names:
+        if name not in module:
+            continue
+        obj = module[name]
+        yield obj
+        if isinstance(obj, types.FunctionType) and obj.__module__ == func.__module__:
+            yield from _referenced(obj, seen)
+
+
+def measures(item: pytest.Item) -> str | None:
+    """Why ``item`` measures, judged from its fixtures and the helpers its code names (None:
+    nothing says so)."""
+    used = set(getattr(item, "fixturenames", ()))
+    fixture = sorted(used & MEASURING_FIXTURES)
+    if fixture:
+        return f"the fixture {fixture[0]}"
+    helpers = {id(h): h for h in measuring_helpers()}
+    funcs = [getattr(item, "function", None)]
+    info = getattr(item, "_fixtureinfo", None)
+    for name in used:
+        for fixturedef in (info.name2fixturedefs.get(name, ()) if info else ()):
+            funcs.append(fixturedef.func)
+    seen: set[int] = set()
+    for func in funcs:
+        for obj in _referenced(func, seen):
+            if id(obj) in helpers:
+                return f"{getattr(obj, '__name__', 'an option list of a CLI study')}"
+    return None
+
+
+def mark_measuring(items: list[pytest.Item]) -> None:
+    """Mark ``slow`` every test that :func:`measures`."""
+    for item in items:
+        if item.get_closest_marker("slow") is None and measures(item):
+            item.add_marker(pytest.mark.slow)
+
+
+# -- the guard --------------------------------------------------------------------------------
+
+
+def measuring_process(argv: Iterable[str]) -> str | None:
+    """What a process with command line ``argv`` is, when it measures (None: it does not)."""
+    argv = [str(a) for a in argv]
+    text = " ".join(argv)
+    if SERVER_ENTRY in text:
+        return "a measurement fork server"
+    if CHILD_MODULE in text:
+        return "a measuring child"
+    for i, arg in enumerate(argv):
+        module = arg == "loadersearch" and i > 0 and argv[i - 1] == "-m"
+        script = os.path.basename(arg) == "loadersearch" and i == 0
+        if module or script:
+            command = next((a for a in argv[i + 1 :] if not a.startswith("-")), None)
+            if command in MEASURING_COMMANDS:
+                return f"loadersearch {command}"
+    return None
+
+
+class _Guard:
+    """What measuring processes the running test started: from this process's own
+    ``subprocess.Popen`` calls (an audit hook) and among its descendants (sampled by a thread,
+    so that a process a child started is seen too: a measurement runs for seconds)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.active = threading.Event()
+        self.started_at = 0.0
+        self.seen: list[str] = []
+        self.known: set[int] = set()
+        self.thread: threading.Thread | None = None
+        self.hooked = False
+
+    def start(self) -> None:
+        if not self.hooked:
+            sys.addaudithook(self._audit)
+            self.hooked = True
+        if self.thread is None:
+            self.thread = threading.Thread(target=self._sample, name="lanes-guard", daemon=True)
+            self.thread.start()
+        with self.lock:
+            self.seen = []
+            self.known = set()
+            self.started_at = time.time()
+        self.active.set()
+
+    def stop(self) -> list[str]:
+        self.active.clear()
+        with self.lock:
+            return list(dict.fromkeys(self.seen))
+
+    def _note(self, what: str) -> None:
+        with self.lock:
+            self.seen.append(what)
+
+    def _audit(self, event: str, args: tuple) -> None:
+        if event != "subprocess.Popen" or not self.active.is_set():
+            return
+        argv = args[1]
+        if isinstance(argv, str | bytes):  # a shell command line
+            argv = shlex.split(os.fsdecode(argv))
+        what = measuring_process(os.fsdecode(a) for a in argv or ())
+        if what:
+            self._note(what)
+
+    def _sample(self) -> None:
+        me = psutil.Process()
+        while True:
+            self.active.wait()
+            try:
+                below = me.children(recursive=True)
+            except psutil.Error:
+                below = []
+            for p in below:
+                if p.pid in self.known:
+                    continue
+                try:
+                    if p.create_time() < self.started_at - 1.0:  # an earlier test's
+                        self.known.add(p.pid)
+                        continue
+                    what = measuring_process(p.cmdline())
+                except psutil.Error:
+                    continue
+                self.known.add(p.pid)
+                if what:
+                    self._note(what)
+            time.sleep(0.1)
+
+
+GUARD = _Guard()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item):
+    if item.get_closest_marker("slow") is None:
+        GUARD.start()
+    return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None):
+    try:
+        return (yield)
+    finally:
+        seen = GUARD.stop()
+        if seen and item.get_closest_marker("slow") is None:
+            pytest.fail(
+                f"{item.nodeid} started {', '.join(seen)} but is not marked slow: mark it "
+                "@pytest.mark.slow, or use a measuring fixture or helper "
+                "(tests/helpers/lanes.py), so that the fast lane leaves it out",
+                pytrace=False,
+            )
