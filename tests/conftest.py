@@ -33,6 +33,12 @@ def pytest_configure(config: pytest.Config) -> None:
     # A confirmation round measured while other work shares the machine (another test run, a
     # user's study) would wait up to 5 minutes for quiet: the tests that wait set their own.
     os.environ["LOADERSEARCH_QUIET_WAIT_S"] = "0"
+    # One torch thread in the test process (the processes it starts keep torch's default): on
+    # a busy 2-core machine two OpenMP threads spin-wait for each other, and a 30-step training
+    # test took 154 s with two threads and 21 s with one (load average 9).
+    import torch
+
+    torch.set_num_threads(1)
 
 
 # The guard of the fast lane: a test not marked slow fails if it starts a measuring process.

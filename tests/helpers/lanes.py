@@ -2,9 +2,10 @@
 runs the tests that start no measuring process; the full suite runs them all.
 
 A test is ``slow`` when it is marked so by hand, or, marked here at collection, when it uses a
-measuring fixture (:data:`MEASURING_FIXTURES`, directly or through another fixture) or calls a
+measuring fixture (:data:`MEASURING_FIXTURES`, directly or through another fixture), names a
 measuring helper (:func:`measuring_helpers`, directly or through a function of its module or
-one of its fixtures).
+one of its fixtures), runs a measuring ``loadersearch`` command with data to measure, or runs
+a script that measures.
 
 And a guard holds the line in every run: a test not marked ``slow`` that starts a measuring
 process (a fork server or a measuring child, or a ``loadersearch run/bench/worker/diagnose/
@@ -30,13 +31,16 @@ from helpers.procs import CHILD_MODULE, SERVER_ENTRY
 # the measurement tests' plan.
 MEASURING_FIXTURES = frozenset({"emulated_study", "burners", "quick_plan"})
 
-# `loadersearch COMMAND` that measure (or start a process that does).
+# `loadersearch COMMAND` that measure (or start a process that does), given data to measure:
+# a generated dataset, or a study whose stored pipeline makes one.
 MEASURING_COMMANDS = frozenset({"run", "bench", "worker", "diagnose", "confirm"})
+DATA_FIXTURES = frozenset({"tiny_dataset", "tiny_voc", "tiny_coco", "pipeline_db"})
 
 
 def measuring_helpers() -> list[object]:
     """The functions and option lists that only a measuring test uses."""
     import loadersearch.api
+    import loadersearch.diagnose
     import loadersearch.measure
     import loadersearch.measure.runner
     from helpers import cliproc, procs, studies
@@ -46,6 +50,7 @@ def measuring_helpers() -> list[object]:
         loadersearch.measure.runner.measure,
         loadersearch.api.tune,
         loadersearch.api.bench,
+        loadersearch.diagnose.diagnose,
         cliproc.FAST,  # the options of a CLI study
         cliproc.start_cli,
         studies.E2E_OPTIONS,
@@ -54,51 +59,108 @@ def measuring_helpers() -> list[object]:
     ]
 
 
+def _cli_entries() -> list[object]:
+    """What runs a ``loadersearch`` command in this process."""
+    from helpers import studies
+    from loadersearch.cli import cli
+
+    return [cli, studies.run_cli]
+
+
+# A script a test runs in a child process measures when it holds one of these.
+MEASURING_SCRIPTS = (
+    "from loadersearch.measure import measure",
+    "import tune",
+    "loadersearch.tune(",
+)
+
+
 # -- marking at collection --------------------------------------------------------------------
 
 
-def _referenced(func: object, seen: set[int]) -> Iterable[object]:
-    """The globals that ``func`` names (nested functions and lambdas included), and,
-    recursively, those of the functions of its own module that it names."""
-    func = getattr(func, "__func__", func)
-    code = getattr(func, "__code__", None)
-    if code is None or id(func) in seen:
-        return
-    seen.add(id(func))
-    names: set[str] = set()
-    codes = [code]
-    while codes:
-        c = codes.pop()
-        names.update(c.co_names)
-        codes.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
-    module = getattr(func, "__globals__", {})
-    for name in names:
-        if name not in module:
-            continue
-        obj = module[name]
-        yield obj
-        if isinstance(obj, types.FunctionType) and obj.__module__ == func.__module__:
-            yield from _referenced(obj, seen)
+def _strings(value: object) -> Iterable[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, tuple | list | frozenset | set):
+        for v in value:
+            yield from _strings(v)
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from _strings(v)
+
+
+class _Refs:
+    """What a test's code names: objects (globals, attributes of the modules it names, names
+    it imports in a function) and string constants, through the functions of its own module
+    that it calls, recursively."""
+
+    def __init__(self) -> None:
+        self.objects: dict[int, object] = {}
+        self.strings: set[str] = set()
+        self._seen: set[int] = set()
+
+    def add(self, func: object) -> None:
+        func = getattr(func, "__func__", func)
+        code = getattr(func, "__code__", None)
+        if code is None or id(func) in self._seen:
+            return
+        self._seen.add(id(func))
+        names: set[str] = set()
+        codes = [code]
+        while codes:
+            c = codes.pop()
+            names.update(c.co_names)
+            for k in c.co_consts:
+                if isinstance(k, types.CodeType):
+                    codes.append(k)
+                else:
+                    self.strings.update(_strings(k))
+        module = getattr(func, "__globals__", {})
+        modules = [m for m in module.values() if isinstance(m, types.ModuleType)]
+        modules += [sys.modules[n] for n in names if n in sys.modules]  # function-local imports
+        ours = [m for m in modules if m.__name__.split(".")[0] in ("loadersearch", "helpers")]
+        for name in names:
+            found = [module[name]] if name in module else []
+            found += [m.__dict__[name] for m in modules if name in m.__dict__]
+            found += [getattr(m, name) for m in ours if hasattr(m, name)]  # lazy attributes
+            for obj in found:
+                self.objects[id(obj)] = obj
+                if isinstance(obj, str):
+                    self.strings.add(obj)
+                if isinstance(obj, types.FunctionType) and obj.__module__ == func.__module__:
+                    self.add(obj)
+
+    def names_any(self, objects: Iterable[object]) -> object | None:
+        return next((o for o in objects if id(o) in self.objects), None)
 
 
 def measures(item: pytest.Item) -> str | None:
-    """Why ``item`` measures, judged from its fixtures and the helpers its code names (None:
-    nothing says so)."""
+    """Why ``item`` measures, judged from its fixtures, the helpers its code names and the
+    commands it runs (None: nothing says so)."""
     used = set(getattr(item, "fixturenames", ()))
     fixture = sorted(used & MEASURING_FIXTURES)
     if fixture:
         return f"the fixture {fixture[0]}"
-    helpers = {id(h): h for h in measuring_helpers()}
-    funcs = [getattr(item, "function", None)]
+    refs = _Refs()
+    refs.add(getattr(item, "function", None))
     info = getattr(item, "_fixtureinfo", None)
     for name in used:
-        for fixturedef in (info.name2fixturedefs.get(name, ()) if info else ()):
-            funcs.append(fixturedef.func)
-    seen: set[int] = set()
-    for func in funcs:
-        for obj in _referenced(func, seen):
-            if id(obj) in helpers:
-                return f"{getattr(obj, '__name__', 'an option list of a CLI study')}"
+        for fixturedef in info.name2fixturedefs.get(name, ()) if info else ():
+            refs.add(fixturedef.func)
+    callspec = getattr(item, "callspec", None)
+    if callspec is not None:
+        refs.strings.update(_strings(callspec.params))
+    helper = refs.names_any(measuring_helpers())
+    if helper is not None:
+        return getattr(helper, "__name__", "the options of a CLI study")
+    commands = sorted(refs.strings & MEASURING_COMMANDS)
+    in_process = refs.names_any(_cli_entries()) is not None
+    cli = in_process or {"-m", "loadersearch"} <= refs.strings
+    if commands and cli and used & DATA_FIXTURES:  # a command that fails at its options does not
+        return f"loadersearch {commands[0]} on data"
+    script = next((s for s in refs.strings for m in MEASURING_SCRIPTS if m in s), None)
+    if script is not None:
+        return "a measuring script"
     return None
 
 
@@ -197,7 +259,7 @@ class _Guard:
                 self.known.add(p.pid)
                 if what:
                     self._note(what)
-            time.sleep(0.1)
+            time.sleep(0.25)
 
 
 GUARD = _Guard()
