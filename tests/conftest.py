@@ -47,11 +47,11 @@ pytest_runtest_teardown = lanes.pytest_runtest_teardown
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Tests that measure are marked ``slow`` (helpers/lanes.py: from the fixtures and helpers
-    they use), so that the fast lane leaves them out. Tests marked ``cuda`` need a CUDA
-    device: skipped (never deleted) where there is none; scripts/gpu_acceptance.sh runs them
-    on a GPU machine."""
-    lanes.mark_measuring(items)
+    """Tests that measure or use a database server are marked ``slow`` (helpers/lanes.py: from
+    the fixtures and helpers they use), so that the fast lane leaves them out. Tests marked
+    ``cuda`` need a CUDA device: skipped (never deleted) where there is none;
+    scripts/gpu_acceptance.sh runs them on a GPU machine."""
+    lanes.mark_slow(items)
     marked = [item for item in items if item.get_closest_marker("cuda")]
     if not marked:
         return

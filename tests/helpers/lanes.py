@@ -5,7 +5,7 @@ A test is ``slow`` when it is marked so by hand, or, marked here at collection, 
 measuring fixture (:data:`MEASURING_FIXTURES`, directly or through another fixture), names a
 measuring helper (:func:`measuring_helpers`, directly or through a function of its module or
 one of its fixtures), runs a measuring ``loadersearch`` command with data to measure, or runs
-a script that measures.
+a script that measures; or when it runs on a database server (:func:`on_a_server`).
 
 And a guard holds the line in every run: a test not marked ``slow`` that starts a measuring
 process (a fork server or a measuring child, or a ``loadersearch run/bench/worker/diagnose/
@@ -164,10 +164,19 @@ def measures(item: pytest.Item) -> str | None:
     return None
 
 
-def mark_measuring(items: list[pytest.Item]) -> None:
-    """Mark ``slow`` every test that :func:`measures`."""
+def on_a_server(item: pytest.Item) -> bool:
+    """Whether ``item`` runs on a PostgreSQL or MariaDB test server (the fast lane keeps its
+    SQLite case; a server's cases start processes and servers' waits of seconds)."""
+    used = set(getattr(item, "fixturenames", ()))
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    backends = [params.get(name) for name in ("storage_url", "shared_url")]
+    return "postgres_url" in used or any(b is not None and b[1] is not None for b in backends)
+
+
+def mark_slow(items: list[pytest.Item]) -> None:
+    """Mark ``slow`` every test that :func:`measures` or runs :func:`on_a_server`."""
     for item in items:
-        if item.get_closest_marker("slow") is None and measures(item):
+        if item.get_closest_marker("slow") is None and (measures(item) or on_a_server(item)):
             item.add_marker(pytest.mark.slow)
 
 
