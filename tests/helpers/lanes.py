@@ -5,7 +5,8 @@ A test is ``slow`` when it is marked so by hand, or, marked here at collection, 
 measuring fixture (:data:`MEASURING_FIXTURES`, directly or through another fixture), names a
 measuring helper (:func:`measuring_helpers`, directly or through a function of its module or
 one of its fixtures), runs a measuring ``loadersearch`` command with data to measure, or runs
-a script that measures; or when it runs on a database server (:func:`on_a_server`).
+a script that measures; or when it runs on a database server (:func:`on_a_server`) or runs a
+whole study in this process (:func:`runs_a_study`).
 
 And a guard holds the line in every run: a test not marked ``slow`` that starts a measuring
 process (a fork server or a measuring child, or a ``loadersearch run/bench/worker/diagnose/
@@ -164,6 +165,28 @@ def measures(item: pytest.Item) -> str | None:
     return None
 
 
+def whole_study_helpers() -> list[object]:
+    """What runs a whole Optuna study in this process (on injected measurements: seconds of
+    database writes, sampling and reports)."""
+    import optuna
+
+    from helpers import studies
+    from loadersearch.search.budget import optimize_to_total
+    from loadersearch.search.study import run_study
+
+    return [run_study, optimize_to_total, optuna.study.Study.optimize, studies.quick_settings]
+
+
+def runs_a_study(item: pytest.Item) -> bool:
+    refs = _Refs()
+    refs.add(getattr(item, "function", None))
+    info = getattr(item, "_fixtureinfo", None)
+    for name in getattr(item, "fixturenames", ()):
+        for fixturedef in info.name2fixturedefs.get(name, ()) if info else ():
+            refs.add(fixturedef.func)
+    return refs.names_any(whole_study_helpers()) is not None
+
+
 def on_a_server(item: pytest.Item) -> bool:
     """Whether ``item`` runs on a PostgreSQL or MariaDB test server (the fast lane keeps its
     SQLite case; a server's cases start processes and servers' waits of seconds)."""
@@ -174,9 +197,12 @@ def on_a_server(item: pytest.Item) -> bool:
 
 
 def mark_slow(items: list[pytest.Item]) -> None:
-    """Mark ``slow`` every test that :func:`measures` or runs :func:`on_a_server`."""
+    """Mark ``slow`` every test that :func:`measures`, runs :func:`on_a_server` or
+    :func:`runs_a_study`."""
     for item in items:
-        if item.get_closest_marker("slow") is None and (measures(item) or on_a_server(item)):
+        if item.get_closest_marker("slow") is None and (
+            measures(item) or on_a_server(item) or runs_a_study(item)
+        ):
             item.add_marker(pytest.mark.slow)
 
 

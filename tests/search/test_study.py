@@ -169,6 +169,7 @@ def test_the_probe_bounds_batch_sizes_by_the_emulated_cap(tiny_dataset: str, tmp
     assert "largest batch under the cap: 16" in result.output
 
 
+@pytest.mark.slow
 def test_a_study_stored_before_a_spec_key_existed_resumes_with_its_default(tmp_path) -> None:
     from loadersearch.hardware import Hardware
     from loadersearch.search.opening import open_study
@@ -215,6 +216,7 @@ def _old_study(tmp_path, *missing: str):
     return study, host, settings, created
 
 
+@pytest.mark.slow
 def test_a_study_stored_before_sizing_resumes_only_with_fixed_epochs(tmp_path) -> None:
     from loadersearch.search.opening import open_study
 
@@ -263,6 +265,7 @@ def _server_port(url: str) -> int:
     return parsed.port or (5432 if parsed.get_backend_name().startswith("postgres") else 3306)
 
 
+@pytest.mark.slow
 def test_joining_a_study_leaves_no_connection_open(storage_url, study_name) -> None:
     """A worker reads the study's spec (join_study), then runs it on a storage of its own:
     the connections of the first stayed open, idle, for the whole run (four connections per

@@ -358,6 +358,7 @@ def limited_user(request, study_name):
     admin.dispose()
 
 
+@pytest.mark.slow
 def test_a_server_with_no_free_connection_is_waited_for_then_named(
     limited_user, monkeypatch
 ):
