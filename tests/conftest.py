@@ -10,13 +10,14 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Iterator
 
 import psutil
 import pytest
-from search_helpers import E2E_OPTIONS, EmulatedStudy, run_cli
+from helpers import lanes
+from helpers.studies import E2E_OPTIONS, EmulatedStudy, run_cli
+from helpers.wait import wait_for
 
 TINY_IMAGES = 16
 TINY_SEED = 7
@@ -32,11 +33,25 @@ def pytest_configure(config: pytest.Config) -> None:
     # A confirmation round measured while other work shares the machine (another test run, a
     # user's study) would wait up to 5 minutes for quiet: the tests that wait set their own.
     os.environ["LOADERSEARCH_QUIET_WAIT_S"] = "0"
+    # One torch thread in the test process (the processes it starts keep torch's default): on
+    # a busy 2-core machine two OpenMP threads spin-wait for each other, and a 30-step training
+    # test took 154 s with two threads and 21 s with one (load average 9).
+    import torch
+
+    torch.set_num_threads(1)
+
+
+# The guard of the fast lane: a test not marked slow fails if it starts a measuring process.
+pytest_runtest_setup = lanes.pytest_runtest_setup
+pytest_runtest_teardown = lanes.pytest_runtest_teardown
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Tests marked ``cuda`` need a CUDA device: skipped (never deleted) where there is none;
+    """Tests that measure or use a database server are marked ``slow`` (helpers/lanes.py: from
+    the fixtures and helpers they use), so that the fast lane leaves them out. Tests marked
+    ``cuda`` need a CUDA device: skipped (never deleted) where there is none;
     scripts/gpu_acceptance.sh runs them on a GPU machine."""
+    lanes.mark_slow(items)
     marked = [item for item in items if item.get_closest_marker("cuda")]
     if not marked:
         return
@@ -158,12 +173,10 @@ def burners():
         for _ in range(2)
     ]
     try:
-        deadline = time.monotonic() + 60
         for p in procs:
             ps = psutil.Process(p.pid)
-            while ps.cpu_times().user < 0.2:
-                assert time.monotonic() < deadline, "the burners never ran"
-                time.sleep(0.05)
+            ran = lambda ps=ps: ps.cpu_times().user >= 0.2  # noqa: E731
+            wait_for(ran, what="the burners running", timeout=60, every=0.05)
         yield procs
     finally:
         for p in procs:

@@ -156,6 +156,7 @@ def _replay_quality(land: object, sampler: str, seeds: range, budget: int) -> li
     ]  # fmt: skip
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("peak", [3, 5, 7, 14, 20, 28])
 def test_the_host_aware_search_finds_a_peak_anywhere_through_noise_baselines_pruner(
     peak: int, monkeypatch: pytest.MonkeyPatch, tmp_path: Path

@@ -1,7 +1,7 @@
 """The faults a study meets in practice (issue 10), each reproduced end to end with real CLI
 processes and real measurements: nothing lost, nothing invented, nothing touched that isn't
 ours. (A full disk is in test_full_disk.py; read-only commands and foreign studies in
-tests/search/test_readonly.py.)"""
+tests/cli/test_readonly.py.)"""
 
 from __future__ import annotations
 
@@ -12,8 +12,9 @@ from pathlib import Path
 import optuna
 import pytest
 from click.testing import CliRunner
-from helpers.cliproc import FAST, cli_env, finish, load, start_cli, wait_for
+from helpers.cliproc import FAST, cli_env, finish, load, start_cli
 from helpers.procs import alive, measurement_processes
+from helpers.wait import wait_for
 from optuna.trial import TrialState
 
 from loadersearch.cli import cli
@@ -74,7 +75,7 @@ def _stop_mid_trial(url, name, data, env, sig: int) -> tuple[int, str, optuna.tr
     pids = [p.pid for p in measurement_processes(run.pid)]
     run.send_signal(sig)
     code, out = finish(run)
-    wait_for(lambda: not alive(pids), what="the measuring processes to be gone")
+    wait_for(lambda: not alive(pids), what="the measuring processes gone")
     return code, out, trial
 
 

@@ -265,6 +265,7 @@ def test_debug_adds_the_traceback_and_keeps_the_exit_code(args):
 # ------------------------------------------------------------------------ dashboard
 
 
+@pytest.mark.slow
 def test_the_dashboard_on_a_busy_port_is_one_line(tmp_path):
     db = tmp_path / "s.db"
     optuna.create_study(study_name="s", storage=f"sqlite:///{db}")

@@ -105,6 +105,7 @@ def test_a_run_of_two_gloo_ranks_answers_per_rank_with_a_sampler_and_torchrun(
     assert trial.params.get("num_workers", 0) <= bound
 
 
+@pytest.mark.slow  # it measures (a user pipeline: no data fixture says so)
 def test_a_run_of_a_user_pipeline_generates_no_built_in_dataset(tmp_path, monkeypatch) -> None:
     # Issue 22, 8: the dataset check generated the 49 MB built-in dataset in ./studies/data,
     # which a user pipeline never reads.

@@ -16,6 +16,7 @@ import psutil
 import pytest
 from click.testing import CliRunner, Result
 from helpers.cliproc import cli_env
+from helpers.wait import wait_for
 
 from loadersearch.cli import cli
 from loadersearch.storage import redact_url
@@ -227,11 +228,12 @@ def _dashboard_output(args: list[str], env: dict[str, str], tmp_path) -> str:
             env=env, stdout=out, stderr=subprocess.STDOUT,
         )  # fmt: skip
         try:
-            deadline = time.monotonic() + 120
-            while "optuna-dashboard on" not in (tmp_path / "dashboard.out").read_text():
+
+            def started() -> bool:
                 assert server.poll() is None, (tmp_path / "dashboard.out").read_text()
-                assert time.monotonic() < deadline, "the dashboard did not start"
-                time.sleep(0.2)
+                return "optuna-dashboard on" in (tmp_path / "dashboard.out").read_text()
+
+            wait_for(started, what="the dashboard's start")
         finally:
             server.terminate()
             server.wait(timeout=30)

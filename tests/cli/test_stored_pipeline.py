@@ -18,7 +18,7 @@ import optuna
 import pytest
 from click.testing import CliRunner
 from helpers.cliproc import cli_env
-from search_helpers import dashboard_server, get_json, study_id
+from helpers.studies import dashboard_server, get_json, study_id
 
 from loadersearch.cli import cli
 
@@ -270,7 +270,7 @@ def test_diagnose_measures_the_study_s_own_pipeline_and_stores_only_that(pipelin
 def test_a_worker_writes_its_cache_where_its_machine_says_not_the_database(tmp_path):
     import dataclasses
 
-    from search_helpers import quick_settings
+    from helpers.studies import quick_settings
 
     from loadersearch.config import WorkloadSpec
     from loadersearch.hardware import fingerprint

@@ -16,7 +16,7 @@ from helpers.cliproc import cli_env
 from helpers.cliproc import finish as _finish
 from helpers.cliproc import load as _study
 from helpers.cliproc import start_cli as _cli
-from helpers.cliproc import wait_for as _wait_for
+from helpers.wait import wait_for
 from optuna.trial import TrialState
 
 from loadersearch.storage import open_storage
@@ -62,7 +62,7 @@ def test_two_workers_on_two_hosts_share_one_budget_exactly(
         ["run", "--study", study_name, "--storage", shared_url, "--trials", str(total),
          "--data", tiny_dataset, *FAST], env, "node-a",
     )  # fmt: skip
-    _wait_for(lambda: _study(shared_url, study_name).trials, what="the study's first trial")
+    wait_for(lambda: _study(shared_url, study_name).trials, what="the study's first trial")
     second = _cli(["worker", "--study", study_name, "--storage", shared_url], env, "node-b")
     for proc in (first, second):
         code, out = _finish(proc)
@@ -103,7 +103,7 @@ def test_a_killed_worker_s_trial_is_re_run_by_a_new_worker_and_counts_stay_exact
             t for t in _study(shared_url, study_name).trials if t.state == TrialState.RUNNING
         ]
 
-    _wait_for(running, what="a running trial")
+    wait_for(running, what="a running trial")
     [dead] = running()
     _kill_tree(victim)
     code, out = _finish(
@@ -198,12 +198,12 @@ def test_a_second_run_on_the_same_host_does_not_measure_while_the_first_does(
         assert code == 2 and "another loadersearch measurement is running" in out
         waiting = _cli(join, env, "node-a")
         # The worker starts its trial, then waits for the host's lock before measuring.
-        _wait_for(
+        wait_for(
             lambda: len(_study(shared_url, study_name).trials) == 2, what="the waiting trial"
         )
         # ... and blocks on the lock (not merely on its way to it: released before it got
         # there, it would not wait at all and say nothing).
-        _wait_for(lambda: _blocked_on_a_lock(waiting.pid), what="the worker blocked on the lock")
+        wait_for(lambda: _blocked_on_a_lock(waiting.pid), what="the worker blocked on the lock")
         assert waiting.poll() is None  # still waiting
         later = _study(shared_url, study_name).trials[1:]
         assert later, "the waiting worker created no trial"

@@ -8,11 +8,14 @@ import os
 import subprocess
 import sys
 
+import pytest
 from click.testing import CliRunner
 
 import loadersearch
 from loadersearch.cli import cli
 from loadersearch.report import open_study
+
+pytestmark = pytest.mark.slow  # every example runs a study
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EXAMPLES = os.path.join(ROOT, "examples")

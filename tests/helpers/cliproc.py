@@ -1,13 +1,11 @@
-"""``loadersearch`` CLI processes for end-to-end tests: start them, wait for a condition in
-their study, finish them."""
+"""``loadersearch`` CLI processes for end-to-end tests: start them, read their study, finish
+them (wait for a condition in the study with :func:`helpers.wait.wait_for`)."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
-import time
-from collections.abc import Callable
 
 import optuna
 
@@ -53,18 +51,3 @@ def finish(proc: subprocess.Popen, timeout: float = 240) -> tuple[int, str]:
 
 def load(url: str, name: str) -> optuna.Study:
     return optuna.load_study(study_name=name, storage=open_storage(url, heartbeat=False))
-
-
-def wait_for(predicate: Callable[[], object], timeout: float = 120, what: str = "") -> object:
-    """Poll ``predicate`` until it returns something true (a study that does not exist yet
-    counts as false); fail after ``timeout`` seconds."""
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        try:
-            found = predicate()
-            if found:
-                return found
-        except KeyError:  # the study does not exist yet
-            pass
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")

@@ -11,12 +11,12 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import psutil
 import pytest
 from helpers.procs import alive, cmdline, fork_servers, measurement_processes
+from helpers.wait import wait_for
 
 from loadersearch.config import LoaderConfig, MeasurePlan, WorkloadSpec
 from loadersearch.measure import measure
@@ -30,15 +30,6 @@ def _spec(data: str, **kw) -> WorkloadSpec:
     return WorkloadSpec(
         kind="emulated", data=data, img_size=IMG, device="cpu", emulated_ms=(5.0, 0.0), **kw
     )
-
-
-def _wait_until(condition, seconds: float = 30.0) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.05)
-    return condition()
 
 
 def _gone(pid: int) -> bool:
@@ -82,7 +73,8 @@ def test_one_server_forks_a_fresh_process_group_per_measurement(tiny_dataset, qu
     assert pid1 != pid2  # a fresh process per measurement
     assert parent1 == parent2 == servers[0].pid  # both forked by the one server
     assert (group1, group2) == (pid1, pid2)  # each leads its own process group
-    assert _wait_until(lambda: fork_servers() == [])  # the block's end stops the server
+    # the block's end stops the server
+    wait_for(lambda: fork_servers() == [], what="the fork server's end", timeout=30, every=0.05)
 
 
 def test_a_block_that_measures_nothing_starts_no_server():
@@ -189,7 +181,8 @@ def test_a_killed_server_takes_its_measurement_with_it_and_is_replaced(tiny_data
         )  # fmt: skip
         result = measure(spec, config, plan, on_window=kill_the_server)
         assert result.status != OK
-        assert len(pids) >= 3 and _wait_until(lambda: alive(pids) == [])
+        assert len(pids) >= 3
+        wait_for(lambda: alive(pids) == [], what="the measuring processes gone", timeout=30)
         assert measure(_spec(tiny_dataset), config, quick_plan).status == OK  # a new server
 
 
@@ -219,7 +212,7 @@ def test_the_server_dies_with_the_process_that_started_it(tiny_dataset):
         assert len(servers) == 1
         parent.kill()  # SIGKILL: no clean-up code runs in the parent
         parent.wait()
-        assert _wait_until(lambda: _gone(servers[0].pid))
+        wait_for(lambda: _gone(servers[0].pid), what="the fork server gone", timeout=30)
     finally:
         if parent.poll() is None:
             parent.kill()
@@ -243,7 +236,7 @@ def test_ctrl_c_during_a_served_measurement_leaves_nothing(tiny_dataset, inside_
         else:
             measure(_spec(tiny_dataset), config, plan, on_window=interrupt)
     assert len(pids) >= 3 and alive(pids) == []
-    assert _wait_until(lambda: fork_servers() == [])
+    wait_for(lambda: fork_servers() == [], what="the fork server's end", timeout=30, every=0.05)
 
 
 def test_on_ready_comes_once_before_the_first_window_with_the_full_epoch(tiny_dataset,

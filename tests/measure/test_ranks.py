@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import os
 import signal
-import time
 
 import psutil
 import pytest
 from helpers.procs import alive, measurement_processes
+from helpers.wait import wait_for
 
 from loadersearch.config import LoaderConfig, MeasurePlan, WorkloadSpec
 from loadersearch.measure import measure
@@ -187,13 +187,6 @@ def _rank_pids(procs: list[psutil.Process]) -> list[int]:
     return sorted(ranks)
 
 
-def _gone_within(pids: list[int], seconds: float) -> list[int]:
-    deadline = time.monotonic() + seconds
-    while alive(pids) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    return alive(pids)
-
-
 @pytest.mark.slow
 def test_two_gloo_ranks_give_twice_one_ranks_rate_when_the_loader_is_not_the_limit(
     tiny_dataset,
@@ -272,7 +265,7 @@ def test_a_rank_killed_mid_trial_ends_the_trial_and_leaves_no_process(tiny_datas
     assert len(result.windows) < plan.n_windows
     # the launcher, both ranks, their DataLoader workers, the resource trackers
     assert len(pids) >= 5 and killed
-    assert _gone_within(pids, 10) == []
+    wait_for(lambda: alive(pids) == [], what="every process of the job gone", timeout=10)
 
 
 @pytest.mark.slow
@@ -297,4 +290,5 @@ def test_a_hung_rank_is_cut_and_leaves_no_process(tiny_dataset) -> None:
     )
 
     assert (result.status, result.reason) == (INFEASIBLE, TIMEOUT), result.message
-    assert len(pids) >= 5 and _gone_within(pids, 10) == []
+    assert len(pids) >= 5
+    wait_for(lambda: alive(pids) == [], what="every process of the job gone", timeout=10)

@@ -13,6 +13,7 @@ from pathlib import Path
 import psutil
 import pytest
 from helpers.procs import alive, measurement_processes
+from helpers.wait import wait_for
 
 from loadersearch.config import LoaderConfig, MeasurePlan, WorkloadSpec
 from loadersearch.measure import measure
@@ -259,12 +260,12 @@ def test_ctrl_c_in_bench_leaves_no_measurement_process(tiny_dataset):
     ]
     bench = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        deadline = time.monotonic() + 60
-        procs: list[psutil.Process] = []
-        while time.monotonic() < deadline and len(procs) < 3:  # the child and its 2 workers
-            time.sleep(0.2)
-            procs = measurement_processes(bench.pid)
-        assert len(procs) >= 3, "the measurement never started its workers"
+
+        def child_and_workers() -> list[psutil.Process]:
+            found = measurement_processes(bench.pid)
+            return found if len(found) >= 3 else []  # the child and its 2 workers
+
+        procs = wait_for(child_and_workers, what="the measurement's workers", timeout=60)
         bench.send_signal(signal.SIGINT)
         _, err = bench.communicate(timeout=30)
     finally:

@@ -55,6 +55,7 @@ def _served(loader, epochs: int, on_batch=None) -> list[list[int]]:
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("drop_last", [False, True])
 def test_every_batch_is_served_once_in_the_samplers_order_across_switches(drop_last) -> None:
     ds = pipelines.Slow(n=130, ms=2.0)  # 32.5 batches: the last one short unless dropped
@@ -70,6 +71,7 @@ def test_every_batch_is_served_once_in_the_samplers_order_across_switches(drop_l
     loader.close()
 
 
+@pytest.mark.slow
 def test_tuning_the_batch_size_serves_every_index_once_and_keeps_the_winner() -> None:
     ds = pipelines.Slow(n=250, ms=0.2)  # a 4 ms step a batch, whatever its size: 8 wins
     torch.manual_seed(0)
@@ -98,6 +100,7 @@ def test_a_user_batch_sampler_keeps_its_batches() -> None:
     loader.close()
 
 
+@pytest.mark.slow
 def test_each_switch_stops_the_previous_workers_and_close_stops_the_last() -> None:
     ds = pipelines.Slow(n=160, ms=2.0)
     loader = loadersearch.AutoLoader(ds, batch_size=4, shuffle=True, **SMALL)
@@ -120,6 +123,7 @@ def test_each_switch_stops_the_previous_workers_and_close_stops_the_last() -> No
     assert _workers() == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("when", ["tuning", "settled"])
 def test_a_step_that_raises_leaves_no_worker_behind(when) -> None:
     ds = pipelines.Slow(n=200, ms=2.0)

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from search_helpers import EmulatedStudy, dashboard_server, run_cli, study_id
+from helpers.studies import EmulatedStudy, dashboard_server, run_cli, study_id
 
 from loadersearch.config import LoaderConfig
 from loadersearch.report import open_study

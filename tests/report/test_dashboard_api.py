@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import urllib.request
 
-from search_helpers import EmulatedStudy, dashboard_server, get_json, run_cli, study_id
+from helpers.studies import EmulatedStudy, dashboard_server, get_json, run_cli, study_id
 
 from loadersearch.config import LoaderConfig
 from loadersearch.report._notes import BEGIN, IMPORTANCE_PLOT_ID, WINDOWS_PNG

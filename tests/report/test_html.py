@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 
+import pytest
 from hand_study import WINNER, make_study
 
 from loadersearch.report import importances, summarize, write_report
@@ -34,6 +35,7 @@ def test_text_from_the_study_is_escaped(hand_study):
     assert "<script>alert" not in page and "&lt;script&gt;alert(1)" in page
 
 
+@pytest.mark.slow
 def test_write_report_writes_index_plots_and_pngs_with_no_script_from_the_network(
     hand_study, tmp_path
 ):
@@ -50,6 +52,7 @@ def test_write_report_writes_index_plots_and_pngs_with_no_script_from_the_networ
         assert "cdn.plot.ly" not in (tmp_path / name).read_text()
 
 
+@pytest.mark.slow
 def test_a_study_without_trials_still_gets_a_page(tmp_path):
     import optuna
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import optuna
+import pytest
 from hand_study import BEST_SINGLE, add_trial, cfg, make_study
 
 from loadersearch.config import LoaderConfig
@@ -11,6 +12,7 @@ from loadersearch.report._importance import importance_study
 from loadersearch.search.space import KNOBS
 
 
+@pytest.mark.slow
 def test_importance_uses_one_trial_per_feasible_finished_configuration(hand_study):
     imp = importances(hand_study)
     assert imp.trials == [0, 1, 2, 3]
@@ -20,6 +22,7 @@ def test_importance_uses_one_trial_per_feasible_finished_configuration(hand_stud
     assert imp.evaluator == "PED-ANOVA"
 
 
+@pytest.mark.slow
 def test_describe_names_the_trials_used_and_why_the_others_are_left_out(hand_study):
     text = importances(hand_study).describe()
     assert text.startswith("PED-ANOVA on 4 distinct finished configurations (trials 0-3)")
@@ -35,6 +38,7 @@ def test_two_measurements_of_one_configuration_count_once_with_their_mean(hand_s
     assert values == [50.0, 70.0, 85.0, 88.0]  # trial 2 and 8: (90 + 80) / 2
 
 
+@pytest.mark.slow
 def test_copies_of_the_best_configuration_do_not_change_the_importance():
     # The case: five identical trials in the top quantile made prefetch_factor look
     # decisive in the dashboard. Copies of a configuration must not move the importance.
@@ -86,6 +90,7 @@ WORKERS = [
 ]
 
 
+@pytest.mark.slow
 def test_importance_says_the_settings_barely_matter_when_all_are_within_their_noise():
     imp = importances(_study_of(FLAT))
     assert imp.values, "PED-ANOVA still ranks them"
@@ -96,6 +101,7 @@ def test_importance_says_the_settings_barely_matter_when_all_are_within_their_no
     assert "within 7% of the winner" in text  # 26.0 / 28.0
 
 
+@pytest.mark.slow
 def test_importance_names_the_knob_that_stands_clear_of_the_noise():
     imp = importances(_study_of(WORKERS))
     assert not imp.barely_matters
@@ -105,6 +111,7 @@ def test_importance_names_the_knob_that_stands_clear_of_the_noise():
     assert imp.verdict().startswith("num_workers matters most")
 
 
+@pytest.mark.slow
 def test_a_single_noisy_outlier_is_not_a_knob_that_matters():
     # Same configurations as FLAT, but measured on a busy machine: ±40% each.
     noisy = [(c, v, 0.4) for c, v, _ in FLAT[:-1]] + [(FLAT[-1][0], 40.0, 0.4)]
@@ -112,12 +119,14 @@ def test_a_single_noisy_outlier_is_not_a_knob_that_matters():
     assert imp.stands_out() is None
 
 
+@pytest.mark.slow
 def test_the_importance_intervals_are_the_same_on_every_read():
     # The report and the dashboard card are computed in different processes: same intervals.
     study = _study_of(WORKERS)
     assert importances(study).intervals == importances(study).intervals
 
 
+@pytest.mark.slow
 def test_the_importance_card_draws_the_intervals_and_the_verdict():
     from loadersearch.report._plots import importance_figure
 
@@ -128,6 +137,7 @@ def test_the_importance_card_draws_the_intervals_and_the_verdict():
     assert "barely matter" in fig.layout.title.text
 
 
+@pytest.mark.slow
 def test_the_terminal_report_and_the_dashboard_note_tell_the_same_verdict():
     from loadersearch.report import summarize
     from loadersearch.report._notes import study_note

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 import optuna
-from search_helpers import HOST, quick_settings, run_cli, steady_measure
+from helpers.studies import HOST, quick_settings, run_cli, steady_measure
 
 from loadersearch.hardware import Hardware
 from loadersearch.search.study import run_study

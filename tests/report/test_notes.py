@@ -82,8 +82,8 @@ def test_publish_writes_every_note_once_and_keeps_what_a_person_wrote(hand_study
 def test_a_run_with_the_trial_hooks_notes_each_trial_and_attaches_its_windows(
     tmp_path, monkeypatch
 ) -> None:
+    from helpers.studies import HOST, quick_settings, steady_measure
     from optuna.artifacts import get_all_artifact_meta
-    from search_helpers import HOST, quick_settings, steady_measure
 
     from loadersearch.report import trial_hooks
     from loadersearch.report._notes import WINDOWS_PNG

@@ -120,7 +120,7 @@ def test_a_new_study_is_created_only_once_the_probe_found_a_batch(tmp_path, tiny
     import dataclasses
 
     import optuna
-    from search_helpers import HOST, quick_settings, steady_measure
+    from helpers.studies import HOST, quick_settings, steady_measure
 
     from loadersearch.search.study import run_study
 

@@ -9,7 +9,7 @@ import dataclasses
 
 import optuna
 import pytest
-from search_helpers import HOST, quick_settings
+from helpers.studies import HOST, quick_settings
 
 from loadersearch.measure.result import OK, MeasureResult, Window
 from loadersearch.report import machine_load, summarize

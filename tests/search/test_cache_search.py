@@ -8,7 +8,7 @@ import dataclasses
 
 import optuna
 import pytest
-from search_helpers import HOST, quick_settings, run_cli, steady_measure
+from helpers.studies import HOST, quick_settings, run_cli, steady_measure
 
 from loadersearch.config import LoaderConfig, WorkloadSpec
 from loadersearch.report import answer_python, cache_line, open_study, summarize

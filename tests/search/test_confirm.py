@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import optuna
+import pytest
 from optuna.distributions import CategoricalDistribution, IntDistribution
 
 from loadersearch.config import LoaderConfig
@@ -229,6 +230,7 @@ def test_the_wait_for_quiet_gives_up_on_a_machine_kept_busy_and_says_so(burners)
     assert "stayed busy" in out["notes"][-1]
 
 
+@pytest.mark.slow
 def test_the_wait_for_quiet_ends_at_the_first_quiet_span():
     out = _quiet_wait(60.0, "5")  # no machine is busier than all its CPUs
     assert out["quiet"] is True and out["waited"] <= 2.0

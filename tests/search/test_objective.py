@@ -6,8 +6,8 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from helpers.studies import HOST, quick_settings, steady_measure
 from optuna.trial import TrialState
-from search_helpers import HOST, quick_settings, steady_measure
 
 from loadersearch.config import MeasurePlan, WorkloadSpec
 from loadersearch.errors import DatasetError, DeviceError, StudyError

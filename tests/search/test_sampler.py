@@ -119,6 +119,7 @@ def test_baselines_do_not_use_up_the_start_up_trials(name: str) -> None:
     assert len(set(configs)) == len(configs)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", SAMPLERS)
 def test_every_sampler_searches_the_conditional_space_without_repeats(name: str) -> None:
     study = new_study(make_sampler(name, FULL, seed=2))

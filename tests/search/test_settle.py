@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 
 import optuna
-from search_helpers import HOST, quick_settings
+from helpers.studies import HOST, quick_settings
 
 from loadersearch.config import LoaderConfig
 from loadersearch.measure.result import OK, MeasureResult, Window

@@ -5,8 +5,9 @@ from __future__ import annotations
 import os
 
 import optuna
+import pytest
+from helpers.studies import EmulatedStudy, run_cli
 from optuna.trial import TrialState
-from search_helpers import EmulatedStudy, run_cli
 
 from loadersearch.search.space import KNOBS
 
@@ -192,6 +193,7 @@ def _server_port(url: str) -> int:
     return parsed.port or (5432 if parsed.get_backend_name().startswith("postgres") else 3306)
 
 
+@pytest.mark.slow
 def test_joining_a_study_leaves_no_connection_open(storage_url, study_name) -> None:
     """A worker reads the study's spec (join_study), then runs it on a storage of its own:
     the connections of the first stayed open, idle, for the whole run (four connections per

@@ -34,6 +34,7 @@ def _holder(url: str, name: str) -> subprocess.Popen:
     )
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_the_study_lock_excludes_another_process_until_released(storage_url, study_name):
     storage = open_storage(storage_url, heartbeat=False)
@@ -56,6 +57,7 @@ def test_the_study_lock_excludes_another_process_until_released(storage_url, stu
         storage.engine.dispose()
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_a_holder_that_dies_releases_the_lock(storage_url, study_name):
     first = _holder(storage_url, study_name)

@@ -10,6 +10,7 @@ import traceback
 
 import optuna
 import pytest
+from helpers.wait import wait_for
 from optuna.trial import TrialState
 
 from loadersearch.errors import StorageError
@@ -112,35 +113,33 @@ _CHILD = textwrap.dedent(
 )
 
 
-def _wait_for_heartbeat(url: str, name: str, timeout: float = 60) -> None:
+def _wait_for_heartbeat(url: str, name: str) -> None:
     """Poll until the study's (only) trial has a heartbeat recorded."""
     from optuna.storages._rdb import models
     from sqlalchemy.orm import Session
 
     storage = open_storage(url, heartbeat=False)
-    deadline = time.monotonic() + timeout
     try:
         [trial] = optuna.load_study(study_name=name, storage=storage).trials
-        while True:
+
+        def beats() -> int:
             with Session(bind=storage.engine) as session:
-                beats = (
+                return (
                     session.query(models.TrialHeartbeatModel)
                     .filter_by(trial_id=trial._trial_id)
                     .count()
                 )
-            if beats:
-                return
-            assert time.monotonic() < deadline, "no heartbeat was recorded"
-            time.sleep(0.1)
+
+        wait_for(beats, what="a heartbeat of the trial", timeout=60, every=0.1)
     finally:
         storage.engine.dispose()
 
 
-def _wait_for_trials(study: optuna.Study, n: int, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while len(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))) < n:
-        assert time.monotonic() < deadline, f"fewer than {n} trials completed"
-        time.sleep(0.05)
+def _wait_for_trials(study: optuna.Study, n: int) -> None:
+    def done() -> bool:
+        return len(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))) >= n
+
+    wait_for(done, what=f"{n} completed trials", timeout=60, every=0.05)
 
 
 def test_a_killed_workers_trial_is_failed_by_its_heartbeat_and_rerun(storage_url, study_name):
@@ -225,10 +224,9 @@ def test_a_database_restart_mid_study_is_retried_and_the_study_completes(
         proxy.stop()  # every connection dropped, new ones refused
         outage.set()  # trial 3 ends now and must store its result through the outage
         # The outage lasts 2 s, and on until the retry has been met (a slow thread).
-        start, deadline = time.monotonic(), time.monotonic() + 30
-        while time.monotonic() - start < 2.0 or not retried():
-            assert time.monotonic() < deadline, "trial 3's result never met the outage"
-            time.sleep(0.05)
+        start = time.monotonic()
+        wait_for(retried, what="trial 3's result meeting the outage", timeout=30, every=0.05)
+        time.sleep(max(0.0, start + 2.0 - time.monotonic()))
         proxy.start()
 
     errors = _run_while(restart, study, n_trials=30, hold=(reached, outage))
@@ -360,6 +358,7 @@ def limited_user(request, study_name):
     admin.dispose()
 
 
+@pytest.mark.slow
 def test_a_server_with_no_free_connection_is_waited_for_then_named(
     limited_user, monkeypatch
 ):

@@ -82,6 +82,7 @@ def test_a_dataset_on_the_memmap_cache_augments_per_sample(tiny_dataset, tmp_pat
     assert not torch.equal(ds[3][0], image)
 
 
+@pytest.mark.slow
 def test_ram_cache_gives_exactly_the_decoded_samples_also_in_spawned_workers(
     tiny_dataset, tmp_path
 ):
@@ -98,6 +99,7 @@ def test_ram_cache_gives_exactly_the_decoded_samples_also_in_spawned_workers(
     assert torch.equal(images[0], plain[0][0])
 
 
+@pytest.mark.slow
 def test_memmap_dataset_pickles_by_path_for_spawned_workers(tiny_dataset, tmp_path):
     ds = open_dataset(tiny_dataset, img_size=SIZE, cache="memmap", cache_dir=str(tmp_path))
     loader = torch.utils.data.DataLoader(
@@ -113,6 +115,7 @@ def _build_in_child(root: str, directory: str, queue) -> None:  # noqa: ANN001
     queue.put((info.built, info.path))
 
 
+@pytest.mark.slow
 def test_two_processes_building_the_same_cache_build_it_once(tiny_dataset, tmp_path):
     ctx = multiprocessing.get_context("spawn")
     queue = ctx.Queue()

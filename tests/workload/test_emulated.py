@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from loadersearch.workload.emulated import EmulatedAccelerator, VramCapExceeded
 
 
@@ -94,6 +96,7 @@ def _epoch_seconds(cv: float, prefetch: int) -> float:
     return time.perf_counter() - t0
 
 
+@pytest.mark.slow
 def test_a_deeper_prefetch_helps_when_reads_vary_and_not_when_they_do_not():
     # The source article's advice for slow disks (raise prefetch_factor) holds when reads
     # vary: a slow batch stalls the in-order loop, and with a deeper queue the other worker

@@ -41,6 +41,7 @@ def _box_gradient_cells(grads: list[torch.Tensor], nc: int = NC) -> set[tuple[in
     return cells
 
 
+@pytest.mark.slow
 def test_loss_is_finite_and_positive_with_random_outputs_and_boxes() -> None:
     total, parts = YoloLoss(NC)(_random_outputs(4, 128), _random_targets(10, 4), 128)
     assert total.ndim == 0 and torch.isfinite(total) and total > 0
@@ -177,6 +178,7 @@ def test_the_loss_does_not_depend_on_the_order_of_the_boxes() -> None:
         torch.testing.assert_close(parts[key], parts2[key])
 
 
+@pytest.mark.slow
 def test_a_tiny_model_overfitting_two_images_drives_the_loss_down() -> None:
     torch.manual_seed(0)
     model = YOLOv4Tiny(2)

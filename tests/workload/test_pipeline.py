@@ -103,6 +103,7 @@ def test_a_failing_sample_names_its_index_in_this_process_and_from_a_worker() ->
     assert "DataLoader worker process 0" in message
 
 
+@pytest.mark.slow
 def test_a_failing_collate_is_a_bad_pipeline_naming_it_also_from_a_worker() -> None:
     class Ragged(torch.utils.data.Dataset):
         def __len__(self) -> int:
@@ -138,6 +139,7 @@ def test_a_failing_step_is_a_bad_pipeline_but_out_of_memory_stays_itself() -> No
         _checked_step(oom, "your step")(None)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("parts", "match"),
     [

@@ -11,6 +11,7 @@ from loadersearch.workload import synthetic
 from loadersearch.workload.synthetic import make_dataset, render_image
 
 
+@pytest.mark.slow
 def test_generated_images_resemble_voc_in_size_boxes_and_orientation(tmp_path):
     stats = make_dataset(tmp_path, images=64, seed=0)
     assert stats["images"] == 64

@@ -43,6 +43,7 @@ def test_layers_match_the_cfg_21_convolutions_19_with_batchnorm_and_2_linear_hea
     assert len(leaky) == 19 and all(m.negative_slope == 0.1 for m in leaky)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("num_classes", "size", "grids"),
     [(80, 416, (13, 26)), (80, 320, (10, 20)), (80, 608, (19, 38)), (20, 416, (13, 26))],

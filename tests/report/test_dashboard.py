@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from search_helpers import EmulatedStudy, dashboard_server, get_json, study_id
+from helpers.studies import EmulatedStudy, dashboard_server, get_json, study_id
 
 from loadersearch.search.space import KNOBS
 

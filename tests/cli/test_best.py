@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 import os
 
-from search_helpers import EmulatedStudy, run_cli
+import pytest
+from helpers.studies import EmulatedStudy, run_cli
 
 import loadersearch
 from loadersearch.config import LoaderConfig
@@ -42,6 +43,7 @@ def test_load_best_returns_the_same_config_as_best(emulated_study: EmulatedStudy
     assert config == LoaderConfig.from_dict(data["config"])
 
 
+@pytest.mark.slow
 def test_best_names_the_studies_when_the_storage_holds_several(tmp_path) -> None:
     import optuna
 

@@ -7,15 +7,15 @@ import json
 import socket
 import subprocess
 import sys
-import time
 import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 from click.testing import CliRunner, Result
 
+from helpers.wait import wait_for
 from loadersearch.cli import cli
 from loadersearch.config import MeasurePlan, WorkloadSpec
 from loadersearch.hardware import Hardware
@@ -85,24 +85,6 @@ def steady_measure(rate: float = 160.0, wait: float = 0.25) -> Callable[..., Mea
                              steady_rate=rate)  # fmt: skip
 
     return measure
-
-
-T = TypeVar("T")
-
-
-def wait_for(condition: Callable[[], T | None], *, what: str, timeout: float = 60) -> T:
-    """Poll ``condition`` until it returns something truthy (returned) or ``timeout`` passes
-    (the test fails naming ``what``); an OSError (a server not up yet) counts as not yet."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            value = condition()
-        except OSError:
-            value = None
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"{what}: not seen within {timeout:.0f} s"
-        time.sleep(0.2)
 
 
 def get_json(url: str) -> Any:

@@ -11,12 +11,8 @@ import hashlib
 import json
 import os
 import shutil
-import socket
 import sqlite3
-import subprocess
 import sys
-import time
-import urllib.request
 from collections.abc import Callable, Iterator
 
 import optuna
@@ -24,7 +20,8 @@ import pytest
 from click.testing import CliRunner
 from helpers.cliproc import FAST
 from helpers.private_mounts import read_only, skip_without_private_mounts
-from search_helpers import EmulatedStudy
+from helpers.studies import EmulatedStudy, dashboard_server, get_json
+from helpers.wait import wait_for
 
 from loadersearch.cli import cli
 from loadersearch.errors import LoaderSearchError
@@ -113,40 +110,12 @@ def rollback_copy(emulated_study: EmulatedStudy, tmp_path) -> str:
     return str(path)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @contextlib.contextmanager
 def _dashboard(storage: str) -> Iterator[Callable[[], list[str]]]:
     """``loadersearch dashboard`` on ``storage``, serving; yields a function that returns the
     names of the studies it shows now."""
-    port = _free_port()
-    server = subprocess.Popen(
-        [sys.executable, "-m", "loadersearch", "dashboard", "--storage", storage, "--port",
-         str(port)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-    )  # fmt: skip
-
-    def studies() -> list[str]:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/studies") as r:
-            return [s["study_name"] for s in json.load(r)["study_summaries"]]
-
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                studies()
-                break
-            except OSError:
-                assert server.poll() is None, server.stdout.read().decode()
-                assert time.monotonic() < deadline, "the dashboard did not start in 60 s"
-                time.sleep(0.5)
-        yield studies
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
+    with dashboard_server(storage) as base:
+        yield lambda: [s["study_name"] for s in get_json(f"{base}/api/studies")["study_summaries"]]
 
 
 def test_report_best_and_dashboard_read_a_study_without_writing(rollback_copy):
@@ -215,10 +184,7 @@ def test_a_dashboard_opened_on_a_finished_study_shows_what_a_later_run_writes(
         assert studies() == ["e2e"]
         # A writer, as a run is (its WAL now holds what the file does not).
         optuna.create_study(study_name="later", storage=open_storage(storage, heartbeat=False))
-        deadline = time.monotonic() + 60
-        while "later" not in studies():
-            assert time.monotonic() < deadline, "the dashboard never showed the new study"
-            time.sleep(0.5)
+        wait_for(lambda: "later" in studies(), what="the new study on the dashboard")
 
 
 def test_a_study_database_on_read_only_media_can_be_read(emulated_study, tmp_path):
