@@ -81,6 +81,21 @@ class Interrupted(KeyboardInterrupt):
         self.signum = signum
         self.requeued: list[int] = []
 
+    # Signals the CLI's handler received (it appends before raising): Python swallows an
+    # exception raised inside a garbage-collection callback (SQLAlchemy's, say) with only
+    # "Exception ignored", so a signal that lands there would be lost; the optimize loop and
+    # the CLI check this list and stop anyway.
+    received: list[int] = []
+
+    @classmethod
+    def pending(cls) -> Interrupted | None:
+        """The interruption received but not raised through, or None (and forgets it)."""
+        if not cls.received:
+            return None
+        signum = cls.received[-1]
+        cls.received.clear()
+        return cls(signum)
+
     @property
     def exit_code(self) -> int:
         return 128 + self.signum  # the shell's convention: 130 for SIGINT, 143 for SIGTERM

@@ -47,12 +47,17 @@ class _Group(click.Group):
 
     def invoke(self, ctx: click.Context):
         try:
-            return super().invoke(ctx)
+            result = super().invoke(ctx)
+            swallowed = Interrupted.pending()  # a signal lost in a GC callback still stops
+            if swallowed is not None:
+                raise swallowed
+            return result
         except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
             raise  # click's own: its usage errors and exits
         except LoaderSearchError as e:
             _stop(ctx, e, f"Error: {e}", e.exit_code)
         except KeyboardInterrupt as e:
+            Interrupted.received.clear()  # raised through: said below
             interrupt = e if isinstance(e, Interrupted) else Interrupted()
             _stop(ctx, e, _interrupted_line(interrupt), interrupt.exit_code)
         except Exception as e:
@@ -91,6 +96,7 @@ def _install_signal_handlers(ctx: click.Context) -> None:
     raises again: whoever insists wants out now; the measuring processes die with us.)"""
 
     def handler(signum: int, _frame) -> None:  # noqa: ANN001
+        Interrupted.received.append(signum)
         raise Interrupted(signum)
 
     try:

@@ -302,6 +302,9 @@ def optimize_to_total(
             raise error from None
 
     while True:
+        swallowed = Interrupted.pending()  # a signal Python swallowed in a GC callback
+        if swallowed is not None:
+            raise swallowed
         reclaim_dead_trials(study)
         if interval:
             with warnings.catch_warnings():
