@@ -100,8 +100,10 @@ def _epoch_seconds(cv: float, prefetch: int) -> float:
 def test_a_deeper_prefetch_helps_when_reads_vary_and_not_when_they_do_not():
     # The source article's advice for slow disks (raise prefetch_factor) holds when reads
     # vary: a slow batch stalls the in-order loop, and with a deeper queue the other worker
-    # keeps fetching meanwhile. With every read the same it changes nothing. Ratios of two
-    # loops, min of two interleaved runs each: the sleeps dominate, no wall-clock bound.
+    # keeps fetching meanwhile. With every read the same it changes little (the hand-off of
+    # each index: 1.05-1.07x on the idle 2-core machine, 1.08x under load, against 1.27-1.28x
+    # with varying reads). Ratios of two loops, min of two interleaved runs each: the sleeps
+    # dominate, no wall-clock bound.
     def ratio(cv: float) -> float:
         shallow, deep = [], []
         for _ in range(2):
@@ -109,5 +111,6 @@ def test_a_deeper_prefetch_helps_when_reads_vary_and_not_when_they_do_not():
             deep.append(_epoch_seconds(cv, 8))
         return min(shallow) / min(deep)
 
-    assert ratio(2.0) > 1.08
-    assert 0.9 < ratio(0.0) < 1.08
+    varying, constant = ratio(2.0), ratio(0.0)
+    assert varying > 1.15
+    assert 0.9 < constant < 1.15 and varying > constant + 0.1, (varying, constant)
