@@ -14,6 +14,7 @@ import shutil
 import sqlite3
 import sys
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import optuna
 import pytest
@@ -95,15 +96,20 @@ def test_a_run_on_another_application_s_database_is_refused_and_left_as_it_was(
     assert _state(directory) == before  # not Optuna's 12 tables, no artifacts folder beside it
 
 
-@pytest.fixture
-def rollback_copy(emulated_study: EmulatedStudy, tmp_path) -> str:
-    """A copy of the study database in SQLite's rollback-journal mode, alone in a directory."""
-    directory = tmp_path / "copy"
+def _copy_db(emulated_study: EmulatedStudy, directory) -> Path:
+    """The study database (and its -wal, if any) copied alone into the new ``directory``."""
     directory.mkdir()
     path = directory / "e2e.db"
     for suffix in ("", "-wal"):
         if os.path.exists(emulated_study.db_path + suffix):
             shutil.copy(emulated_study.db_path + suffix, str(path) + suffix)
+    return path
+
+
+@pytest.fixture
+def rollback_copy(emulated_study: EmulatedStudy, tmp_path) -> str:
+    """A copy of the study database in SQLite's rollback-journal mode, alone in a directory."""
+    path = _copy_db(emulated_study, tmp_path / "copy")
     conn = sqlite3.connect(path)
     assert conn.execute("PRAGMA journal_mode=DELETE").fetchone() == ("delete",)
     conn.close()
@@ -138,11 +144,7 @@ def test_report_best_and_dashboard_read_a_study_without_writing(rollback_copy):
 def _wal_copy(emulated_study: EmulatedStudy, directory) -> str:
     """A copy of the study database alone in ``directory``, as a finished run leaves it: WAL
     mode, every write checkpointed into the file, no -wal or -shm beside it."""
-    directory.mkdir()
-    path = directory / "e2e.db"
-    for suffix in ("", "-wal"):
-        if os.path.exists(emulated_study.db_path + suffix):
-            shutil.copy(emulated_study.db_path + suffix, str(path) + suffix)
+    path = _copy_db(emulated_study, directory)
     conn = sqlite3.connect(path)
     assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
     conn.close()  # the last connection checkpoints and removes -wal and -shm

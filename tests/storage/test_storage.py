@@ -225,8 +225,8 @@ def test_a_database_restart_mid_study_is_retried_and_the_study_completes(
         outage.set()  # trial 3 ends now and must store its result through the outage
         # The outage lasts 2 s, and on until the retry has been met (a slow thread).
         start = time.monotonic()
-        wait_for(retried, what="trial 3's result meeting the outage", timeout=30, every=0.05)
-        time.sleep(max(0.0, start + 2.0 - time.monotonic()))
+        wait_for(lambda: time.monotonic() - start >= 2.0 and retried(),
+                 what="trial 3's result meeting the outage", timeout=30, every=0.05)  # fmt: skip
         proxy.start()
 
     errors = _run_while(restart, study, n_trials=30, hold=(reached, outage))
