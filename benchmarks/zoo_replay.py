@@ -37,6 +37,7 @@ from bench_tabular.replay import (
 HERE = Path(__file__).resolve().parent
 MEASURED = HERE / "data" / "tabular-grid.json.gz"
 ZOO = HERE / "data" / "zoo"
+UNSEEN = HERE / "data" / "zoo-unseen"
 BUDGETS = (6, 10, 14, 20, 40)
 TARGET_BUDGET, TARGET_MEDIAN, TARGET_P10 = 14, 0.97, 0.93
 COLOURS = {"loadersearch (structured)": "C1", "loadersearch (structured-host)": "C0",
@@ -44,6 +45,8 @@ COLOURS = {"loadersearch (structured)": "C1", "loadersearch (structured-host)": 
 
 
 def landscapes(which: str) -> dict[str, Path]:
+    if which == "unseen":  # the second held-out set
+        return {p.name.removesuffix(".json.gz"): p for p in sorted(UNSEEN.glob("*.json.gz"))}
     tables = {"measured-2core": MEASURED} if which in ("design", "all") else {}
     for path in sorted(ZOO.glob("*.json.gz")):
         name = path.name.removesuffix(".json.gz")
@@ -218,7 +221,8 @@ def reuse(summary: dict[str, Any], names: list[str], path: Path, *, seeds: int) 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--set", choices=("design", "held-out", "all"), default="design")
+    p.add_argument("--set", choices=("design", "held-out", "unseen", "all"),
+                   default="design")  # fmt: skip
     p.add_argument("--landscapes", default="", help="comma-separated names (default: the set)")
     p.add_argument("--methods", default="structured,tpe",
                    help="loadersearch samplers (random search is always added)")  # fmt: skip
@@ -268,7 +272,7 @@ def main(argv: list[str] | None = None) -> int:
         names = reuse(summary, names, args.reuse, seeds=args.seeds)
         reused = {"path": args.reuse.name, "methods": [m for m in names if m not in replayed]}
     stem = {"design": "landscape-zoo", "held-out": "landscape-zoo-held-out",
-            "all": "landscape-zoo-all"}[args.set]  # fmt: skip
+            "unseen": "landscape-zoo-unseen", "all": "landscape-zoo-all"}[args.set]  # fmt: skip
     args.out.mkdir(parents=True, exist_ok=True)
     data = {"set": args.set, "seeds": args.seeds, "seed_offset": args.seed_offset,
             "methods": names, "budgets": list(BUDGETS), "summary": summary,

@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from loadersearch.config import LoaderConfig
@@ -284,6 +284,67 @@ def held_out(seed: int) -> Landscape:
 
 
 HELD_OUT_SEEDS = (2301, 2302, 2303, 2304)
+
+
+def server(*, cores: int, per_worker: float, knee: float, serial: float, contention: float,
+           fixed_ms: float, per_image_ms: float, best_batch: int, batch_width: float,
+           hide: float, pin_gain: float, s0: float, s1: float) -> Model:  # fmt: skip
+    """A host whose decode scales with workers up to ``knee`` workers' worth (contention
+    beyond the cores), an accelerator, a batch bump, prefetch, pinning and worker start: the
+    parts above with every number a parameter (the unseen landscapes)."""
+
+    def f(c: LoaderConfig) -> float:
+        w, b = c.num_workers, c.batch_size
+        loader = loader_rate(w, per_worker=per_worker, cpu_rate=per_worker * knee,
+                             serial=serial, cores=cores, contention=contention)  # fmt: skip
+        gpu = accelerator(b, fixed_ms=fixed_ms, per_image_ms=per_image_ms) * pinned(c, pin_gain)
+        steady = soft_min(loader, gpu) * prefetch(c, hide) * bump(b, best_batch, batch_width)
+        return epoch(steady, c, s0=s0, s1=s1)
+
+    return f
+
+
+def unseen() -> list[Landscape]:
+    """The second held-out set (issue 23, the default sampler's redesign): written before the
+    design started and replayed only for the final figures. New host shapes (24 and 48
+    cores, a peak at 10 workers, network storage on 32 cores, a VRAM cap at a middle batch,
+    a 4-core laptop) and four new seeds of the randomised family."""
+    lands = [
+        Landscape("unseen-24core", "24 cores (12 physical), 1 GPU, decode-bound to ~19 "
+                  "workers, best batch 16", server(cores=24, per_worker=38.0, knee=19.0,
+                  serial=30.0, contention=0.4, fixed_ms=6.0, per_image_ms=0.9, best_batch=16,
+                  batch_width=2.2, hide=0.25, pin_gain=0.05, s0=0.25, s1=0.05),
+                  cpus=24, physical=12, gpus=1, noise=0.04, held_out=True),
+        Landscape("unseen-48core-2gpu", "48 cores (24 physical), 2 GPUs, decode-bound to ~26 "
+                  "workers, a weak batch effect", server(cores=48, per_worker=30.0, knee=26.0,
+                  serial=25.0, contention=0.3, fixed_ms=5.0, per_image_ms=0.6, best_batch=128,
+                  batch_width=5.0, hide=0.15, pin_gain=0.04, s0=0.4, s1=0.03),
+                  cpus=48, physical=24, gpus=2, noise=0.05, held_out=True),
+        Landscape("unseen-peak-10", "an optimum at 10 workers (12 cores, 1 GPU), batch 32",
+                  peak_at(10, cores=12, best_batch=32, drop=0.12), cpus=12, physical=12,
+                  gpus=1, noise=0.04, held_out=True),
+        Landscape("unseen-netstore-32", "32 cores, network storage at 80 ms a read: rises to "
+                  "the top of the range, prefetch matters", server(cores=32, per_worker=12.0,
+                  knee=60.0, serial=11.0, contention=0.02, fixed_ms=12.0, per_image_ms=1.0,
+                  best_batch=64, batch_width=2.5, hide=0.5, pin_gain=0.0, s0=0.4, s1=0.06),
+                  cpus=32, physical=16, gpus=0, noise=0.06, held_out=True),
+        Landscape("unseen-vram-mid", "16 cores, a GPU whose memory holds batch 64 at most, "
+                  "the best batch 32", server(cores=16, per_worker=50.0, knee=12.0,
+                  serial=40.0, contention=0.35, fixed_ms=8.0, per_image_ms=1.0,
+                  best_batch=32, batch_width=1.3, hide=0.2, pin_gain=0.05, s0=0.2, s1=0.04),
+                  cpus=16, physical=8, gpus=1, batches=(8, 16, 32, 64), cap_batches=(128,),
+                  noise=0.04, held_out=True),
+        Landscape("unseen-laptop-4", "4 cores, no GPU: the rate levels at 3-4 workers, "
+                  "contention beyond the cores, batch 64", server(cores=4, per_worker=70.0, knee=3.0, serial=60.0,
+                  contention=0.5, fixed_ms=20.0, per_image_ms=2.0, best_batch=64,
+                  batch_width=1.8, hide=0.1, pin_gain=0.0, s0=0.3, s1=0.08),
+                  cpus=4, physical=4, gpus=0, noise=0.05, held_out=True),
+    ]  # fmt: skip
+    family = [held_out(s) for s in UNSEEN_SEEDS]
+    return lands + [replace(land, name=f"unseen-{land.name.split('-')[1]}") for land in family]
+
+
+UNSEEN_SEEDS = (2311, 2312, 2313, 2314)
 
 
 # -- tables ---------------------------------------------------------------------------------------
