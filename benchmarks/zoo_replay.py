@@ -40,7 +40,7 @@ ZOO = HERE / "data" / "zoo"
 UNSEEN = HERE / "data" / "zoo-unseen"
 BUDGETS = (6, 10, 14, 20, 40)
 TARGET_BUDGET, TARGET_MEDIAN, TARGET_P10 = 14, 0.97, 0.93
-COLOURS = {"loadersearch (structured)": "C1", "loadersearch (structured-host)": "C0",
+COLOURS = {"loadersearch (structured-classic)": "C1", "loadersearch (structured)": "C0",
            "loadersearch (tpe)": "C2", "random search": "C3"}  # fmt: skip
 
 
@@ -142,7 +142,7 @@ def markdown(data: dict[str, Any]) -> str:
         lines.append(f"- **{method}**: " + ("every target met" if not bad else
                      f"misses on {len(bad)} of {len(missed)} landscapes: " + "; ".join(
                          f"{k}: {', '.join(v)}" for k, v in bad.items())))  # fmt: skip
-    new, old = "loadersearch (structured-host)", "loadersearch (structured)"
+    new, old = "loadersearch (structured)", "loadersearch (structured-classic)"
     if all(m in data["methods"] for m in (new, old)):
         worse = [f"{land} {stat} at {b} ({100 * s[new]['budgets'][b][stat]:.1f} < "
                  f"{100 * s[old]['budgets'][b][stat]:.1f})"
@@ -151,8 +151,8 @@ def markdown(data: dict[str, Any]) -> str:
                  < round(1000 * s[old]["budgets"][b][stat])]  # fmt: skip
         cells = len(summary) * len(BUDGETS) * 2
         lines.append(
-            f"- **{new}** against the default (structured): below it in {len(worse)} "
-            f"of {cells} cells" + (f": {'; '.join(worse)}" if worse else "")
+            f"- **{new}** against the search before issue 23 (structured-classic): below it in "
+            f"{len(worse)} of {cells} cells" + (f": {'; '.join(worse)}" if worse else "")
         )
     lines += ["", f"![median quality against budget, per landscape]({data['plot']})", ""]
     return "\n".join(lines)

@@ -63,10 +63,10 @@ _logger = logging.getLogger(__name__)
 
 DEFAULT_SAMPLER = SAMPLERS[0]
 REDRAWS = 3  # the strategy's own next candidates before a random unmeasured one
-# The host-aware structured search of issue 23 (not a --sampler choice yet: it does not beat
-# the default on every landscape of the zoo, docs/benchmarks/landscape-zoo.md).
-HOST_AWARE = "structured-host"
-N_STARTUP = {"structured": 0, HOST_AWARE: 0, "tpe": 5, "gp": 5, "random": 0}  # baselines apart
+# The structured search before issue 23 (mid-ladder workers at the largest batch, whatever the
+# host): not a --sampler choice, kept for the benchmarks' comparison (docs/benchmarks).
+CLASSIC = "structured-classic"
+N_STARTUP = {"structured": 0, CLASSIC: 0, "tpe": 5, "gp": 5, "random": 0}  # baselines apart
 
 
 class Strategy(Protocol):
@@ -238,9 +238,9 @@ def make_sampler(
 ) -> CandidateSampler:
     """The study's sampler: strategy ``name`` (one of :data:`SAMPLERS`) over ``space``.
     ``prefer_pin``: start the structured search with pinned memory (a CUDA device is used)."""
-    if name in ("structured", HOST_AWARE):
+    if name in ("structured", CLASSIC):
         strategy: Strategy = StructuredStrategy(
-            space, prefer_pin=prefer_pin, host_aware=name == HOST_AWARE
+            space, prefer_pin=prefer_pin, host_aware=name != CLASSIC
         )
     elif name == "tpe":
         with warnings.catch_warnings():

@@ -43,6 +43,9 @@ if TYPE_CHECKING:
 # A baseline becomes the centre of the search only when it beats the search's own best by more
 # than this: a re-measurement spread of 1-4% (CV) is common on a busy machine.
 BASELINE_MARGIN = 0.05
+# A configuration measured within this of the best is a contender: its major moves are tried
+# before the best's minor ones (host-aware search).
+NEAR = 0.05
 
 W, B, PIN, PF, PERSIST, CACHE = (
     "num_workers",
@@ -98,6 +101,7 @@ class StructuredStrategy:
             # loader's per-batch work and memory), the worker count set from the baselines.
             self.start = self._config(workers, self.ladders[B][len(self.ladders[B]) // 2], pin)
         self._configs: list[LoaderConfig] | None = None
+        self._held: set[LoaderConfig] = set()
 
     def propose(
         self, study: Study, trial: FrozenTrial, observed: Sequence[Observation]
@@ -109,6 +113,7 @@ class StructuredStrategy:
     def next_config(self, observed: Sequence[Observation]) -> LoaderConfig:
         """The first move not yet measured, in the order of the module docstring."""
         held = {o.config for o in observed}
+        self._held = held
         values = _values(observed)
         start = self.start_config(observed, values)
         if start not in held:
@@ -129,7 +134,20 @@ class StructuredStrategy:
         def known(move: LoaderConfig, minor: bool) -> bool:
             return move in held if minor else _major(move) in major
 
-        for move, minor in self.moves(best, known, values, _values(observed, pruned=True)):
+        shape = _values(observed, pruned=True)
+        moves = self.moves(best, known, values, shape)
+        if not self.classic:
+            # Noise-aware: a configuration the search measured within NEAR of the best may be
+            # the better one (one measurement each); its major moves come before the best's
+            # minor ones, so that one lucky draw does not decide the centre of the search.
+            head = self._moves(best, known, values, shape, head_only=True)
+            own = {o.config for o in observed if not o.baseline}
+            near = sorted((c for c in values if c in own and c != best
+                           and values[c] >= (1.0 - NEAR) * values.get(best, 0.0)),
+                          key=lambda c: -values[c])[:2]  # fmt: skip
+            extra = [m for c in near for m in self._moves(c, known, values, shape, head_only=True)]
+            moves = head + extra + moves[len(head) :]
+        for move, minor in moves:
             if not known(move, minor):
                 return move
         return self._nearest_unmeasured(best, held) or best
@@ -220,6 +238,8 @@ class StructuredStrategy:
         known: Callable[[LoaderConfig, bool], bool],
         values: dict[LoaderConfig, float],
         shape: dict[LoaderConfig, float] | None = None,
+        *,
+        head_only: bool = False,
     ) -> list[tuple[LoaderConfig, bool]]:
         """The order of the moves of the host-aware search: the batch ladder (up first: the
         baselines measured three worker counts, all at batch 16), the worker ladder, the coarse
@@ -233,13 +253,25 @@ class StructuredStrategy:
         batch does not walk the workers again (their optimum moves little with the batch),
         and a batch measured with other workers counts as known for the batch ladder."""
 
+        # (sets of what was measured, for speed: these are asked for every candidate move)
+        held_workers = {(c.num_workers, c.cache) for c in self._held}
+        held_batches = {(c.batch_size, c.persistent_workers, c.cache) for c in self._held
+                        if c.num_workers > 0}  # fmt: skip
+
         def workers_known(move: LoaderConfig, minor: bool) -> bool:
-            return any(known(self._with(move, B, b) or move, minor) for b in self.values[B])
+            # at any batch and either persistence (a baseline's count is known: the baselines
+            # run without persistent workers)
+            if not minor:
+                return (move.num_workers, move.cache) in held_workers
+            return any(
+                known(self._with(self._with(move, B, b) or move, PERSIST, p) or move, minor)
+                for b in self.values[B]
+                for p in self.values[PERSIST]
+            )
 
         def batch_known(move: LoaderConfig) -> bool:
-            return any(
-                known(self._with(move, W, w) or move, False) for w in self.values[W] if w > 0
-            )
+            persist = move.persistent_workers if move.num_workers else self.default_persistent
+            return (move.batch_size, persist, move.cache) in held_batches
 
         def batch_value(move: LoaderConfig) -> float:
             """The best value measured at ``move``'s batch with workers (0 if none)."""
@@ -261,23 +293,28 @@ class StructuredStrategy:
             *((m, False) for m in self._vertex(best, workers_known, shape, fine=False)),
             *((m, False) for m in self._coarse(best, B, up_first=True) if not batch_known(m)),
             *((m, False) for m in self._toggle(best, CACHE)),
-            *((m, False) for m in self._bisect(best, W, workers_known, values, fine=False)),
+            *((m, False) for m in self._bisect(best, W, workers_known, shape, fine=False)),
             *(
                 (m, False)
                 for m in sorted(
                     self._coarse(best, B, up_first=True), key=lambda m: -batch_value(m)
                 )
             ),  # fmt: skip
-            *((m, True) for m in up_pf[:1]),
             *((m, False) for m in self._vertex(best, workers_known, shape, fine=True)),
             *(
                 (m, False)
                 for m in self._bisect(best, W, workers_known, values, fine=True, resolution=1.25)
             ),  # fmt: skip
-            *((m, True) for m in up_pf[1:]),
+        ]
+        if head_only:  # the moves that matter most (a contender's, see next_config)
+            return moves
+        moves += [
             *((m, False) for m in self._toggle(best, PERSIST)),
             # Without CUDA pinning copies nothing faster (the batches stay on the host).
             *((m, True) for m in (self._toggle(best, PIN) if self.pin else [])),
+            # Prefetch starts at its deepest: a shallower queue is a late check (it saves
+            # memory; on the zoo it never gains more than the noise).
+            *((m, True) for m in up_pf),
             *((m, False) for m in self._bisect(best, B, known, values, fine=False)),
             *((m, False) for m in self._bisect(best, B, known, values, fine=True)),
             *((m, False) for m in self._coarse(best, W, up_first=True)),
@@ -306,10 +343,12 @@ class StructuredStrategy:
         if w <= 0:
             return []
         at: dict[int, float] = {}
+        other: dict[int, float] = {}  # the other persistence (a baseline), where none matches
         for c, v in values.items():
-            if c.num_workers > 0 and (c.batch_size, c.persistent_workers, c.cache) == (
-                best.batch_size, best.persistent_workers, best.cache):  # fmt: skip
-                at[c.num_workers] = max(v, at.get(c.num_workers, 0.0))
+            if c.num_workers > 0 and (c.batch_size, c.cache) == (best.batch_size, best.cache):
+                into = at if c.persistent_workers == best.persistent_workers else other
+                into[c.num_workers] = max(v, into.get(c.num_workers, 0.0))
+        at = {**other, **at}
         if w not in at:
             return []
         below = [x for x in at if x < w]
