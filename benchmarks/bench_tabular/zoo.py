@@ -335,9 +335,9 @@ def unseen() -> list[Landscape]:
                   cpus=16, physical=8, gpus=1, batches=(8, 16, 32, 64), cap_batches=(128,),
                   noise=0.04, held_out=True),
         Landscape("unseen-laptop-4", "4 cores, no GPU: the rate levels at 3-4 workers, "
-                  "contention beyond the cores, batch 64", server(cores=4, per_worker=70.0, knee=3.0, serial=60.0,
-                  contention=0.5, fixed_ms=20.0, per_image_ms=2.0, best_batch=64,
-                  batch_width=1.8, hide=0.1, pin_gain=0.0, s0=0.3, s1=0.08),
+                  "contention beyond the cores, batch 64", server(cores=4, per_worker=70.0,
+                  knee=3.0, serial=60.0, contention=0.5, fixed_ms=20.0, per_image_ms=2.0,
+                  best_batch=64, batch_width=1.8, hide=0.1, pin_gain=0.0, s0=0.3, s1=0.08),
                   cpus=4, physical=4, gpus=0, noise=0.05, held_out=True),
     ]  # fmt: skip
     family = [held_out(s) for s in UNSEEN_SEEDS]
