@@ -497,9 +497,7 @@ def _major(config: LoaderConfig) -> tuple[int, int, bool, str | None]:
     return config.num_workers, config.batch_size, config.persistent_workers, config.cache
 
 
-def _values(
-    observed: Sequence[Observation], *, pruned: bool = False
-) -> dict[LoaderConfig, float]:
+def _values(observed: Sequence[Observation], *, pruned: bool = False) -> dict[LoaderConfig, float]:
     """The measured value of every configuration with a complete, feasible trial (the median
     when it was measured more than once); ``pruned``: a pruned trial's last window too, where
     its configuration has no complete trial (the shape of a curve, not a candidate)."""

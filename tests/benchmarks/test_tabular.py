@@ -158,7 +158,7 @@ def _replay_quality(land: object, sampler: str, seeds: range, budget: int) -> li
 
 @pytest.mark.slow
 @pytest.mark.parametrize("peak", [3, 5, 7, 14, 20, 28])
-def test_the_host_aware_search_finds_a_peak_anywhere_through_noise_baselines_pruner(
+def test_the_default_search_finds_a_peak_anywhere_through_noise_baselines_pruner(
     peak: int, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     """A 16-core host whose optimum lies at ``peak`` workers, 10% above the nearest power of
@@ -176,4 +176,4 @@ def test_the_host_aware_search_finds_a_peak_anywhere_through_noise_baselines_pru
     assert min(quality) >= 0.85, quality
 
 
-SAMPLER = "structured-host"  # issue 23's search ("structured", the default, fails it)
+SAMPLER = "structured"  # the default, host-aware (issue 23); "structured-classic" fails it

@@ -16,7 +16,8 @@ SPACE = SearchSpace(num_workers=(0, 32), batch_size=(8, 64), batch_step=0)
 
 
 def HOST(space: SearchSpace, *, prefer_pin: bool = False) -> StructuredStrategy:  # noqa: N802
-    """The host-aware search of issue 23 (``--sampler structured-host`` in the benchmarks)."""
+    """The host-aware search of issue 23: the default (``--sampler structured``); the search
+    before it is ``structured-classic`` in the benchmarks (``StructuredStrategy(space)``)."""
     return StructuredStrategy(space, prefer_pin=prefer_pin, host_aware=True)
 
 
@@ -52,7 +53,7 @@ def test_ladder_is_the_ends_and_the_powers_of_two() -> None:
     assert ladder([8, 16, 24, 32, 40]) == [8, 16, 32, 40]
 
 
-def test_the_default_search_starts_mid_ladder_at_the_largest_batch() -> None:
+def test_the_classic_search_starts_mid_ladder_at_the_largest_batch() -> None:
     assert StructuredStrategy(SPACE).next_config([]) == LoaderConfig(4, 64, False, 2, True)
     two_cores = SearchSpace(num_workers=(0, 4), batch_size=(8, 32), batch_step=8)
     assert StructuredStrategy(two_cores, prefer_pin=True).next_config([]) == LoaderConfig(
@@ -60,18 +61,18 @@ def test_the_default_search_starts_mid_ladder_at_the_largest_batch() -> None:
     )
 
 
-def test_the_host_aware_search_starts_at_the_best_baselines_workers_mid_batch() -> None:
+def test_the_default_starts_at_the_best_baselines_workers_mid_batch_deepest_prefetch() -> None:
     # Without a measured baseline: half the worker range (its bound is 2x the CPUs).
-    assert HOST(SPACE).next_config([]) == LoaderConfig(16, 32, False, 2, True)
+    assert HOST(SPACE).next_config([]) == LoaderConfig(16, 32, False, 8, True)
     two_cores = SearchSpace(num_workers=(0, 4), batch_size=(8, 32), batch_step=8)
-    assert HOST(two_cores, prefer_pin=True).next_config([]) == LoaderConfig(2, 16, True, 2, True)
+    assert HOST(two_cores, prefer_pin=True).next_config([]) == LoaderConfig(2, 16, True, 8, True)
     baselines = [
         Observation(0, LoaderConfig(0, 16), COMPLETE, 80.0, True),
         Observation(1, LoaderConfig(32, 16, True, 2, False), COMPLETE, 285.0, True),
         Observation(2, LoaderConfig(8, 16, True, 4, False), COMPLETE, 385.0, True),
     ]  # the H200 study's: PyTorch's defaults, the article's 2 x cores, Ultralytics' 8
     start = HOST(SPACE, prefer_pin=True).next_config(baselines)
-    assert start == LoaderConfig(8, 32, True, 2, True)
+    assert start == LoaderConfig(8, 32, True, 8, True)
 
 
 def test_a_baseline_that_beats_the_search_lends_it_its_workers_and_batch() -> None:
@@ -82,16 +83,45 @@ def test_a_baseline_that_beats_the_search_lends_it_its_workers_and_batch() -> No
         Observation(2, LoaderConfig(32, 16, True, 2, False), COMPLETE, 200.0, True),
     ]
     # The baseline's workers and batch with the search's own persistence, prefetch, pinning.
-    assert strategy.next_config(observed) == LoaderConfig(32, 16, False, 2, True)
+    assert strategy.next_config(observed) == LoaderConfig(32, 16, False, 8, True)
 
 
-def test_the_host_aware_search_moves_the_batch_then_the_workers() -> None:
+def test_the_default_moves_the_batch_up_then_walks_the_workers() -> None:
     seen = [o.config for o in search(HOST(SPACE), peaked(16, best_batch=32), 4)]
-    assert [(c.num_workers, c.batch_size) for c in seen] == [(16, 32), (16, 64), (16, 16),
-                                                             (32, 32)]  # fmt: skip
+    assert [(c.num_workers, c.batch_size) for c in seen] == [(16, 32), (16, 64), (32, 32),
+                                                             (8, 32)]  # fmt: skip
 
 
-def test_the_default_search_walks_the_workers_first_up_the_ladder() -> None:
+def test_a_parabola_through_the_best_count_and_its_neighbours_picks_the_next_count() -> None:
+    """Counts 4, 8, 16 measured (8 best, 16 nearly as good): the vertex lies above 8, so the
+    next count is between 8 and 16, not the midpoint of the ladder's other side."""
+    strategy = HOST(SPACE)
+    own = [(4, 60.0), (8, 100.0), (16, 95.0)]
+    observed = [Observation(i, LoaderConfig(w, 32, False, 8, True), COMPLETE, v, False)
+                for i, (w, v) in enumerate(own)]  # fmt: skip
+    observed.append(Observation(3, LoaderConfig(8, 64, False, 8, True), COMPLETE, 90.0, False))
+    observed.append(Observation(4, LoaderConfig(8, 16, False, 8, True), COMPLETE, 80.0, False))
+    following = strategy.next_config(observed)
+    assert following.batch_size == 32 and 8 < following.num_workers < 16, following
+    # A pruned count's last window draws the curve too (it is never the incumbent).
+    observed[0] = Observation(0, LoaderConfig(4, 32, False, 8, True), PRUNED, 60.0, False)
+    assert 8 < strategy.next_config(observed).num_workers < 16
+
+
+def test_a_near_tie_gets_its_major_moves_before_the_best_s_minor_ones() -> None:
+    """Two configurations within the noise (5%): the runner-up's worker moves come before
+    the best's persistence, pinning and prefetch checks: one lucky draw does not decide."""
+    strategy = HOST(SPACE)
+    f = peaked(6, best_batch=32)
+    observed = search(strategy, f, 9)
+    best = max(observed, key=lambda o: o.value)
+    runner = LoaderConfig(best.config.num_workers, 16, False, 8, True)
+    observed.append(Observation(len(observed), runner, COMPLETE, best.value * 1.01, False))
+    following = strategy.next_config(observed)
+    assert following.persistent_workers and following.prefetch_factor == 8
+
+
+def test_the_classic_search_walks_the_workers_first_up_the_ladder() -> None:
     strategy = StructuredStrategy(SPACE)
     seen = [o.config.num_workers for o in search(strategy, peaked(16), 4)]
     assert seen == [4, 8, 16, 32]
@@ -114,7 +144,7 @@ def test_the_optimum_of_a_peaked_landscape_is_found_in_14_trials(peak: int, best
 
 @pytest.mark.parametrize("peak", [1, 3, 5, 6, 7, 12, 14, 20, 24, 32])
 @pytest.mark.parametrize("best_batch", [64, 32, 8])
-def test_the_host_aware_search_finds_a_peak_in_11_trials_after_the_baselines(
+def test_the_default_finds_a_peak_in_11_trials_after_the_baselines(
     peak: int, best_batch: int
 ) -> None:
     f = peaked(peak, best_batch=best_batch)
