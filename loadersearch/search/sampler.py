@@ -18,8 +18,9 @@ up these start-up trials (Optuna's own samplers count every finished trial, base
 
 Strategies (:data:`SAMPLERS`):
 
-* ``structured`` (default): a search that knows the shape of the problem
-  (:mod:`loadersearch.search.structured`);
+* ``structured`` (default): a search that knows the shape of the problem and takes the host
+  from the baselines (:mod:`loadersearch.search.structured`; ``structured-classic``, the
+  search before issue 23, is kept for the benchmarks);
 * ``tpe``: Optuna's multivariate TPE with grouped conditional parameters;
 * ``gp``: Optuna's ``GPSampler`` (its search space is the intersection of the trials'
   parameters, so with 0-worker trials in the study it draws prefetch_factor and

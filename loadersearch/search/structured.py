@@ -4,25 +4,35 @@ What is known about DataLoader throughput, and how the search uses it:
 
 * it rises with ``num_workers`` until the CPUs, the storage or the accelerator saturate, then
   stays level or falls (start-up, memory, contention): a line search along workers on a
-  doubling ladder (0, 1, 2, 4, 8, ...), from the middle of the range, continued in the
-  direction that improves and then refined by bisection between the best count and its
-  measured neighbours;
-* the best batch is usually the largest that fits (the batch-size probe bounds the space to
-  it): the search starts there and tries halving it;
-* ``persistent_workers`` removes the per-epoch worker start: started on, then checked off;
-* ``prefetch_factor`` and ``pin_memory`` matter less: each is moved one step from its default
-  (2; pinned on a CUDA device) once the workers and the batch are settled.
+  doubling ladder (0, 1, 2, 4, 8, ...), continued in the direction that improves, then
+  refined where a parabola through the best count and its measured neighbours peaks
+  (successive parabolic interpolation on log2 of the workers: an optimum at 5, 7, 10 or 20
+  workers in one step) or, failing that, by bisection;
+* the best batch depends on the host (the loader's per-batch work and memory against the
+  accelerator's appetite): the batch moves one ladder step up first, then the workers, then
+  the batch both ways at the new worker count;
+* ``persistent_workers`` removes the per-epoch worker start, and a deep ``prefetch_factor``
+  hides the spread of reads: both start on (the deepest prefetch of the range) and are checked
+  off late; ``pin_memory`` is on with a CUDA device, toggled late, and not at all without one.
 
-It is a coordinate search around the incumbent (the best measured configuration): every move
-is a configuration one knob away from it, in the order above (the coarse moves of workers,
-batch and persistent_workers; bisection of workers; prefetch_factor and pin_memory; finer
-moves), and the first move not yet measured is the next trial. A new incumbent re-centres
-every move, so a better batch size is followed by a new look at the worker count. When every
-move around the incumbent is measured, the nearest unmeasured configuration is next.
+The default (``host_aware``) takes the host from the baselines: they are rules of thumb for
+this host's cores and GPUs, measured first, so the search starts at the worker count of the
+best of them (half the worker range without any), at the middle batch; a baseline that beats
+the search lends its workers and batch to the search's own settings. The search is noise-aware:
+a configuration it measured within :data:`NEAR` of the best may be the better one (one
+measurement each), so its major moves come before the best's minor ones.
 
-It is a pure function of the study's trials (no state of its own): a resumed study or another
-machine proposes the same next configuration. Baselines are trials like any other: a baseline
-that measures best becomes the incumbent.
+``host_aware=False`` is the search before issue 23 (``structured-classic`` in the benchmarks):
+mid-ladder workers at the largest batch whatever the host, then workers, batch, persistence,
+bisection, prefetch and pinning one step each.
+
+Either way it is a coordinate search around the incumbent (the best measured configuration):
+every move is a configuration one knob away from it, and the first move not yet measured is
+the next trial. A new incumbent re-centres every move, so a better batch size is followed by
+a new look at the worker count. When every move around the incumbent is measured, the nearest
+unmeasured configuration is next. It is a pure function of the study's trials (no state of its
+own): a resumed study or another machine proposes the same next configuration. Baselines are
+trials like any other: a baseline that measures best becomes the incumbent.
 """
 
 from __future__ import annotations
@@ -73,8 +83,8 @@ class StructuredStrategy:
         self, space: SearchSpace, *, prefer_pin: bool = False, host_aware: bool = False
     ) -> None:
         self.space = space
-        # host_aware: the search of issue 23 (docs/benchmarks/landscape-zoo.md), not yet the
-        # default: it wins on most of the zoo but not on every cell (the measured 2-core table)
+        # host_aware: the default, the search of issue 23 (docs/benchmarks/landscape-zoo.md);
+        # without it the search before (structured-classic in the benchmarks)
         self.classic = not host_aware
         self.values: dict[str, list[Any]] = {
             W: list(range(space.num_workers[0], space.num_workers[1] + 1)),
