@@ -219,6 +219,35 @@ def reuse(summary: dict[str, Any], names: list[str], path: Path, *, seeds: int) 
     return order
 
 
+def merge(paths: list[Path], out: Path, *, which: str) -> int:
+    """Write the Markdown, JSON and plot of several runs' JSON taken together."""
+    runs = [json.loads(path.read_text()) for path in paths]
+    seeds = {run["seeds"] for run in runs}
+    if len(seeds) != 1:
+        sys.exit(f"the runs replayed different numbers of seeds ({sorted(seeds)}); merge alike.")
+    summary: dict[str, Any] = {}
+    for run in runs:
+        for land, by_method in run["summary"].items():
+            summary.setdefault(land, {}).update({m: {**s, "budgets": {int(b): v for b, v in
+                                                 s["budgets"].items()}}
+                                                 for m, s in by_method.items()})  # fmt: skip
+    methods = list(dict.fromkeys(m for run in runs for m in run["methods"]))
+    methods.sort(key=lambda m: m == "random search")
+    stem = {"design": "landscape-zoo", "held-out": "landscape-zoo-held-out",
+            "unseen": "landscape-zoo-unseen", "all": "landscape-zoo-all"}[which]  # fmt: skip
+    data = {"set": which, "seeds": seeds.pop(), "seed_offset": runs[0]["seed_offset"],
+            "methods": methods, "budgets": list(BUDGETS), "summary": dict(sorted(summary.items())),
+            "plot": f"{stem}.png", "replay_s": sum(run["replay_s"] for run in runs),
+            "reused": None, "merged": [path.parent.name for path in paths]}  # fmt: skip
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{stem}.json").write_text(json.dumps(data, default=str))
+    text = markdown(data)
+    (out / f"{stem}.md").write_text(text)
+    plot(data, out / f"{stem}.png")
+    print(text)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--set", choices=("design", "held-out", "unseen", "all"),
@@ -242,7 +271,17 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="do not replay random search (with --reuse: taken from the earlier run)",
     )
+    p.add_argument(
+        "--merge",
+        type=Path,
+        nargs="+",
+        metavar="JSON",
+        help="replay nothing: merge earlier runs' JSON (same set and seeds, e.g. one run per "
+        "landscape, so that a run cut short keeps what it finished) into --out",
+    )
     args = p.parse_args(argv)
+    if args.merge:
+        return merge(args.merge, args.out, which=args.set)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
     paths = landscapes(args.set)
     if args.landscapes:
