@@ -56,8 +56,10 @@ from bench_search.report import (
     targets,
     write_results,
 )
-from loadersearch.config import LoaderConfig, MeasurePlan, WorkloadSpec
+from loadersearch._loader_config import LoaderConfig
+from loadersearch.measure._plan import MeasurePlan
 from loadersearch.search.confirm import remeasure_interleaved
+from loadersearch.workload._spec import WorkloadSpec
 
 log = logging.getLogger("benchmark_search")
 

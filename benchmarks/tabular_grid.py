@@ -52,8 +52,10 @@ from bench_tabular.grid import (
 )
 from bench_tabular.io_server import IO_MS_ENV
 
-from loadersearch.config import LoaderConfig, MeasurePlan, WorkloadSpec
+from loadersearch._loader_config import LoaderConfig
+from loadersearch.measure._plan import MeasurePlan
 from loadersearch.measure.result import MeasureResult
+from loadersearch.workload._spec import WorkloadSpec
 
 HERE = Path(__file__).resolve().parent
 

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from loadersearch.config import LoaderConfig, MeasurePlan, PipelineSpec, WorkloadSpec
+from loadersearch._loader_config import LoaderConfig
+from loadersearch.measure._plan import MeasurePlan
+from loadersearch.workload._spec import PipelineSpec, WorkloadSpec
 
 if TYPE_CHECKING:
     from loadersearch.api import TuneResult, bench, tune

@@ -44,8 +44,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from loadersearch.config import LoaderConfig, MeasurePlan, WorkloadSpec
+from loadersearch._loader_config import LoaderConfig
 from loadersearch.errors import PipelineError
+from loadersearch.measure._plan import MeasurePlan
+from loadersearch.workload._spec import WorkloadSpec
 
 if TYPE_CHECKING:
     import optuna

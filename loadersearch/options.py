@@ -1,8 +1,8 @@
 """Each option declared once, as a dataclass field with an :class:`Option` in its metadata.
 
-A field of :class:`~loadersearch.config.LoaderConfig`, :class:`~loadersearch.config.WorkloadSpec`,
-:class:`~loadersearch.config.MeasurePlan`, :class:`~loadersearch.config.PipelineSpec` or
-:class:`~loadersearch.search.settings.StudySettings` declared with :func:`opt` is an option the
+A field of :class:`~loadersearch.LoaderConfig`, :class:`~loadersearch.WorkloadSpec`,
+:class:`~loadersearch.MeasurePlan`, :class:`~loadersearch.PipelineSpec` or
+:class:`~loadersearch.search.StudySettings` declared with :func:`opt` is an option the
 user can set; everything else about it is derived from that one declaration: its command-line
 flag, type and help (``cli/_options.py``), its spec-file table, key and type
 (``search/settings.py``), its ``tune()``/``bench()`` argument (``api.py``), and the checks of
@@ -18,7 +18,7 @@ import dataclasses
 import json
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 # What a value is: how the command line reads it, and what a spec file's value must be (the
 # spec file's message says "KEY must be <kind> but got ...").
@@ -239,3 +239,19 @@ def json_kwargs(kwargs: Any, part: str) -> dict[str, Any]:
             "(numbers, strings, booleans, lists, dicts) and build other objects inside the "
             f"{part} factory."
         ) from e
+
+
+class Record:
+    """A dataclass that survives JSON: ``from_dict`` leaves out keys it does not know (a study
+    stored by another version)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls: type[_R], data: dict[str, Any]) -> _R:
+        known = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+_R = TypeVar("_R", bound=Record)

@@ -51,7 +51,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
-from loadersearch.config import LoaderConfig, MeasurePlan, WorkloadSpec  # noqa: E402
+from loadersearch import LoaderConfig, MeasurePlan, WorkloadSpec  # noqa: E402
 
 
 def _ints(text: str) -> list[int]:

@@ -11,10 +11,11 @@ import pytest
 from click.testing import CliRunner
 
 from loadersearch import api
+from loadersearch._loader_config import LoaderConfig
 from loadersearch.cli import cli
 from loadersearch.cli._options import DeclaredOption
-from loadersearch.config import LoaderConfig, MeasurePlan, PipelineSpec, WorkloadSpec
 from loadersearch.hardware import Hardware
+from loadersearch.measure._plan import MeasurePlan
 from loadersearch.options import (
     FLAG,
     OFF,
@@ -36,6 +37,7 @@ from loadersearch.search.settings import (
     resolve_settings,
 )
 from loadersearch.search.space import KNOBS
+from loadersearch.workload._spec import PipelineSpec, WorkloadSpec
 
 OWNERS = (LoaderConfig, WorkloadSpec, PipelineSpec, MeasurePlan, StudySettings)
 SECTION = {

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from loadersearch.config import LoaderConfig
+from loadersearch._loader_config import LoaderConfig
 from loadersearch.measure.result import OK, MeasureResult
 
 _logger = logging.getLogger(__name__)

@@ -31,9 +31,11 @@ import optuna
 from optuna.trial import TrialState
 
 from bench_tabular.table import Table, as_result
-from loadersearch.config import LoaderConfig, MeasurePlan, WorkloadSpec
+from loadersearch._loader_config import LoaderConfig
 from loadersearch.hardware import Hardware
+from loadersearch.measure._plan import MeasurePlan
 from loadersearch.search.space import SearchSpace
+from loadersearch.workload._spec import WorkloadSpec
 
 log = logging.getLogger(__name__)
 

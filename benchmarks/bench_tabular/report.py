@@ -10,7 +10,7 @@ from typing import Any
 
 from bench_tabular.replay import RANDOM_SEARCH, percentile
 from bench_tabular.table import Table
-from loadersearch.config import LoaderConfig
+from loadersearch._loader_config import LoaderConfig
 from loadersearch.measure.projection import coefficient_of_variation
 from loadersearch.search.space import SearchSpace
 

@@ -29,7 +29,7 @@ import zlib
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from loadersearch.config import LoaderConfig
+from loadersearch._loader_config import LoaderConfig
 from loadersearch.measure.projection import coefficient_of_variation, full_epoch_images
 from loadersearch.measure.result import OK, MeasureResult, Window
 

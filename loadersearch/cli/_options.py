@@ -13,13 +13,8 @@ from typing import Any
 
 import click
 
-from loadersearch.config import (
-    PIPELINE_PARTS,
-    LoaderConfig,
-    MeasurePlan,
-    PipelineSpec,
-    WorkloadSpec,
-)
+from loadersearch._loader_config import LoaderConfig
+from loadersearch.measure._plan import MeasurePlan
 from loadersearch.options import (
     DIR,
     FLAG,
@@ -37,6 +32,7 @@ from loadersearch.options import (
     parse_size,
 )
 from loadersearch.search.settings import StudySettings
+from loadersearch.workload._spec import PIPELINE_PARTS, PipelineSpec, WorkloadSpec
 
 no_wait_option = click.option(
     "--no-wait",
@@ -58,7 +54,7 @@ def pipeline_trust(opts: dict[str, Any]) -> Any:
 
 
 class SizeType(click.ParamType):
-    """A size such as 6GiB, 6G or 6000MiB (see :func:`loadersearch.config.parse_size`)."""
+    """A size such as 6GiB, 6G or 6000MiB (see :func:`loadersearch.options.parse_size`)."""
 
     name = "SIZE"
 

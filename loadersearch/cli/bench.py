@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+from loadersearch._loader_config import LoaderConfig
 from loadersearch.cli._options import (
     PLAN_KEYS,
     WORKLOAD_KEYS,
@@ -17,9 +18,10 @@ from loadersearch.cli._options import (
     plan_options,
     workload_options,
 )
-from loadersearch.config import LoaderConfig, MeasurePlan, WorkloadSpec
 from loadersearch.errors import LoaderSearchError
+from loadersearch.measure._plan import MeasurePlan
 from loadersearch.measure.shm import fmt_bytes
+from loadersearch.workload._spec import WorkloadSpec
 
 # Exit codes of bench (documented in --help).
 EXIT_OK = 0

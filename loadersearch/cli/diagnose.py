@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+from loadersearch._loader_config import LoaderConfig
 from loadersearch.cli._options import (
     PLAN_KEYS,
     WORKLOAD_KEYS,
@@ -22,8 +23,9 @@ from loadersearch.cli._options import (
     study_option,
     workload_options,
 )
-from loadersearch.config import LoaderConfig, MeasurePlan, WorkloadSpec
 from loadersearch.errors import LoaderSearchError
+from loadersearch.measure._plan import MeasurePlan
+from loadersearch.workload._spec import WorkloadSpec
 
 _LOADER_KEYS = tuple(k for k in keys_of(LoaderConfig) if k != "start_method")
 

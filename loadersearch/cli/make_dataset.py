@@ -7,7 +7,7 @@ import shutil
 
 import click
 
-from loadersearch.config import FORMATS
+from loadersearch.workload._spec import FORMATS
 
 
 @click.command("make-dataset")

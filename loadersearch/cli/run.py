@@ -18,8 +18,9 @@ from loadersearch.cli._options import (
     storage_option,
     workload_options,
 )
-from loadersearch.config import MeasurePlan, WorkloadSpec
+from loadersearch.measure._plan import MeasurePlan
 from loadersearch.search.settings import StudySettings
+from loadersearch.workload._spec import WorkloadSpec
 
 _SPACE_HELP = (
     "Narrow a knob: num_workers=2:12, batch_size=8:64:8 (step) or pow2:8:128, "

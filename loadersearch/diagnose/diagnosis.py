@@ -27,7 +27,7 @@ import os
 import time
 from collections.abc import Callable
 
-from loadersearch.config import LoaderConfig, MeasurePlan, WorkloadSpec
+from loadersearch._loader_config import LoaderConfig
 from loadersearch.diagnose.findings import (
     EVICTED_BELOW,
     FETCH,
@@ -44,7 +44,9 @@ from loadersearch.diagnose.findings import (
 from loadersearch.diagnose.measuring import Runner
 from loadersearch.diagnose.verdict import _conclude, _remedies, _verdict, _whatif
 from loadersearch.measure import pagecache
+from loadersearch.measure._plan import MeasurePlan
 from loadersearch.units import fmt_bytes
+from loadersearch.workload._spec import WorkloadSpec
 
 logger = logging.getLogger(__name__)
 

@@ -8,11 +8,13 @@ import dataclasses
 import logging
 from collections.abc import Callable
 
-from loadersearch.config import LoaderConfig, MeasurePlan, WorkloadSpec
+from loadersearch._loader_config import LoaderConfig
 from loadersearch.diagnose.findings import Measurement
 from loadersearch.diagnose.timeline import Sampler
 from loadersearch.measure import MeasureResult, measure, pagecache
+from loadersearch.measure._plan import MeasurePlan
 from loadersearch.search.objective import unusable_input
+from loadersearch.workload._spec import WorkloadSpec
 
 logger = logging.getLogger(__name__)
 

@@ -262,7 +262,7 @@ def pair_record(d: Diagnosis) -> dict | None:
 
 def pair_png(record: dict, path: str) -> str:
     """The stored pair (:func:`pair_record`) drawn as :func:`timeline_png` draws it."""
-    from loadersearch.config import LoaderConfig
+    from loadersearch._loader_config import LoaderConfig
     from loadersearch.diagnose.findings import Measurement
     from loadersearch.diagnose.timeline import Timeline
 

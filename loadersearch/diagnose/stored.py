@@ -8,7 +8,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from loadersearch.config import LoaderConfig, PipelineSpec, WorkloadSpec
+from loadersearch._loader_config import LoaderConfig
+from loadersearch.workload._spec import PipelineSpec, WorkloadSpec
 
 if TYPE_CHECKING:
     import optuna

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import psutil
 
-from loadersearch.config import LoaderConfig, WorkloadSpec
+from loadersearch._loader_config import LoaderConfig
 from loadersearch.diagnose.findings import (
     COMPUTE,
     FETCH,
@@ -31,6 +31,7 @@ from loadersearch.diagnose.findings import (
 )
 from loadersearch.errors import LoaderSearchError
 from loadersearch.measure.shm import fmt_bytes
+from loadersearch.workload._spec import WorkloadSpec
 
 if TYPE_CHECKING:
     from loadersearch.diagnose.measuring import Runner

@@ -20,10 +20,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from loadersearch.config import LoaderConfig, MeasurePlan, WorkloadSpec
+from loadersearch._loader_config import LoaderConfig
+from loadersearch.measure._plan import MeasurePlan
 from loadersearch.measure.notes import sizing_notes
 from loadersearch.measure.projection import full_epoch_images, project, window_cv
 from loadersearch.measure.result import Window
+from loadersearch.workload._spec import WorkloadSpec
 
 Send = Callable[..., None]  # send(kind, **data): one message to whoever started the process
 

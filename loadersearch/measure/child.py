@@ -31,10 +31,12 @@ import time
 import traceback
 from typing import TextIO
 
-from loadersearch.config import LoaderConfig, MeasurePlan, WorkloadSpec
+from loadersearch._loader_config import LoaderConfig
+from loadersearch.measure._plan import MeasurePlan
 from loadersearch.measure.body import measure_share
 from loadersearch.measure.launcher import run_job
 from loadersearch.measure.process import die_with_parent, send_line
+from loadersearch.workload._spec import WorkloadSpec
 
 
 def run(out: TextIO, spec_json: str, ranks: int | None = None) -> int:

@@ -41,11 +41,11 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from loadersearch.config import WorkloadSpec
 from loadersearch.errors import LoaderSearchError, ResourceLimitError
 from loadersearch.limits import address_space_problem, limit_problem
 from loadersearch.measure.process import die_with_parent
 from loadersearch.storage._url import environ_without_storage
+from loadersearch.workload._spec import WorkloadSpec
 
 logger = logging.getLogger(__name__)
 

@@ -14,7 +14,8 @@ import statistics
 import time
 from typing import Any, TextIO
 
-from loadersearch.config import LoaderConfig, MeasurePlan, WorkloadSpec
+from loadersearch._loader_config import LoaderConfig
+from loadersearch.measure._plan import MeasurePlan
 from loadersearch.measure.notes import PRECISION_NOTE, precision_note
 from loadersearch.measure.process import send_line
 from loadersearch.measure.rank_results import (
@@ -30,6 +31,7 @@ from loadersearch.measure.rank_results import (
 )
 from loadersearch.measure.ranks import MASTER_ADDR, START_METHOD, launch_env, rank_main
 from loadersearch.measure.result import Window
+from loadersearch.workload._spec import WorkloadSpec
 
 logger = logging.getLogger(__name__)
 

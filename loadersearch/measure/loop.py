@@ -9,7 +9,7 @@ dataset, and a fixed seed, so that every trial sees the same images in the same 
 How long a measured epoch is: ``plan.steps`` for a configuration with few batches in flight;
 with ``w`` workers and prefetch factor ``p`` (``w * p`` batches in flight), at least
 ``plan.in_flight_rounds * w * p + w`` steps, so that the epoch has a steady part after the
-workers' start and the prefetch ramp (:meth:`~loadersearch.config.MeasurePlan.sized_steps`),
+workers' start and the prefetch ramp (:meth:`~loadersearch.measure._plan.MeasurePlan.sized_steps`),
 but never more than one full epoch of the dataset, and cut to what fits in
 ``plan.epoch_limit_s`` at the warm-up epoch's rate (never below ``plan.steps``). The warm-up
 epoch has at least two batches per worker, so every worker has started when that rate is
@@ -48,7 +48,8 @@ from typing import Any
 import torch
 from torch.utils.data import DataLoader, Sampler
 
-from loadersearch.config import LoaderConfig, MeasurePlan
+from loadersearch._loader_config import LoaderConfig
+from loadersearch.measure._plan import MeasurePlan
 from loadersearch.measure.result import Window
 
 

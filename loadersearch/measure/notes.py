@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from loadersearch.config import LoaderConfig, MeasurePlan
+from loadersearch._loader_config import LoaderConfig
+from loadersearch.measure._plan import MeasurePlan
 from loadersearch.measure.projection import steady_span
 
 PRECISION_NOTE = "the projected epoch time is known to"  # how precision_note begins

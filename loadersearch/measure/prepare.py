@@ -19,9 +19,10 @@ from typing import TYPE_CHECKING, Any
 from loadersearch.workload.device import check_gpus, resolved_workload, uses_cuda
 
 if TYPE_CHECKING:
-    from loadersearch.config import LoaderConfig, WorkloadSpec
+    from loadersearch._loader_config import LoaderConfig
     from loadersearch.hardware import Hardware
     from loadersearch.measure.shm import ShmCheck
+    from loadersearch.workload._spec import WorkloadSpec
 
 
 @dataclass(frozen=True)
@@ -59,9 +60,9 @@ def prepare(
     ``largest``: it is a search space's upper bounds. ``caches``: the cache modes to build
     or check (a search of the cache names several; default: the one ``config`` names, else
     the workload's; ``()``: none, each measurement readies its own)."""
-    from loadersearch.config import workload_for
     from loadersearch.measure.shm import check_shm
     from loadersearch.workload import check_data, prepare_cache
+    from loadersearch.workload._spec import workload_for
 
     check_gpus(workload, hardware)
     resolved = resolved_workload(workload, hardware)

@@ -50,10 +50,12 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-from loadersearch.config import LoaderConfig, MeasurePlan, WorkloadSpec
+from loadersearch._loader_config import LoaderConfig
+from loadersearch.measure._plan import MeasurePlan
 from loadersearch.measure.body import RankRole, measure_share
 from loadersearch.measure.process import die_with_parent
 from loadersearch.measure.rank_results import rank_failure
+from loadersearch.workload._spec import WorkloadSpec
 
 logger = logging.getLogger(__name__)
 

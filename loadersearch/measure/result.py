@@ -2,7 +2,7 @@
 
 The measuring child writes these as JSON lines on a pipe; the parent turns them back into
 these dataclasses. Window ``index`` k means the same position in every measurement with the
-same :class:`~loadersearch.config.MeasurePlan` (epoch ``k // windows_per_epoch``, part
+same :class:`~loadersearch.measure._plan.MeasurePlan` (epoch ``k // windows_per_epoch``, part
 ``k % windows_per_epoch``), so a pruner compares like with like.
 """
 
@@ -12,7 +12,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from loadersearch.config import LoaderConfig
+from loadersearch._loader_config import LoaderConfig
 
 # Status of a finished measurement.
 OK = "ok"  # measured; the objective is valid

@@ -32,8 +32,9 @@ import tempfile
 import time
 from collections.abc import Callable
 
-from loadersearch.config import LoaderConfig, MeasurePlan, WorkloadSpec, workload_for
+from loadersearch._loader_config import LoaderConfig
 from loadersearch.limits import fd_limit_said, fd_problem, limit_problem
+from loadersearch.measure._plan import MeasurePlan
 from loadersearch.measure.failures import classify_exit
 from loadersearch.measure.forkserver import ForkedChild, ForkServerTimeout, server_for_one
 from loadersearch.measure.hostload import HostLoadMeter, busy_share
@@ -48,6 +49,7 @@ from loadersearch.measure.result import (
     Window,
     phases_of,
 )
+from loadersearch.workload._spec import WorkloadSpec, workload_for
 
 logger = logging.getLogger(__name__)
 

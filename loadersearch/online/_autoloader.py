@@ -25,7 +25,7 @@ from typing import Any
 import torch
 from torch.utils.data import BatchSampler, DataLoader, Dataset, IterableDataset, Sampler
 
-from loadersearch.config import LoaderConfig
+from loadersearch._loader_config import LoaderConfig
 from loadersearch.online._report import OnlineReport, build_report
 from loadersearch.online._tuner import Axis, SegmentShape, Tuner, with_knob
 

@@ -24,7 +24,7 @@ import statistics
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
-from loadersearch.config import LoaderConfig
+from loadersearch._loader_config import LoaderConfig
 from loadersearch.measure.projection import coefficient_of_variation
 from loadersearch.search.pruner import clearly_slower, noise_margin
 

@@ -3,7 +3,7 @@ the lines to paste (for a DDP job: the sampler, the per-rank loader and the torc
 
 from __future__ import annotations
 
-from loadersearch.config import LoaderConfig
+from loadersearch._loader_config import LoaderConfig
 from loadersearch.errors import StudyError
 from loadersearch.report._study import open_study
 from loadersearch.report._summary import Summary, summarize

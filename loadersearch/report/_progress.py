@@ -17,7 +17,7 @@ from loadersearch.search.progress import Progress
 if TYPE_CHECKING:
     import optuna
 
-    from loadersearch.config import LoaderConfig
+    from loadersearch._loader_config import LoaderConfig
     from loadersearch.measure.result import MeasureResult, Window
 
 

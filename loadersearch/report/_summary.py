@@ -14,7 +14,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from loadersearch.config import LoaderConfig
+from loadersearch._loader_config import LoaderConfig
 from loadersearch.report._study import space_fixed
 from loadersearch.search.opening import stored_spec
 

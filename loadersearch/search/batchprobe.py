@@ -13,12 +13,14 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from loadersearch.config import LoaderConfig, MeasurePlan, WorkloadSpec
+from loadersearch._loader_config import LoaderConfig
 from loadersearch.errors import StudyError
 from loadersearch.hostlock import measurement_lock
+from loadersearch.measure._plan import MeasurePlan
 from loadersearch.measure.result import INFEASIBLE, OK, VRAM_CAP
 from loadersearch.search.objective import MeasureFn, unusable_input
 from loadersearch.search.progress import Progress
+from loadersearch.workload._spec import WorkloadSpec
 
 _logger = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from loadersearch.config import LoaderConfig
+from loadersearch._loader_config import LoaderConfig
 from loadersearch.measure.result import OK, MeasureResult
 from loadersearch.search.baselines import baseline_names
 from loadersearch.search.objective import Objective, result_attrs

@@ -22,7 +22,6 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from loadersearch import hostlock
-from loadersearch.config import workload_for
 from loadersearch.errors import (
     DatasetError,
     DeviceError,
@@ -47,12 +46,15 @@ from loadersearch.measure.result import (
     Window,
 )
 from loadersearch.search.progress import Progress
+from loadersearch.workload._spec import workload_for
 
 if TYPE_CHECKING:
     import optuna
 
-    from loadersearch.config import LoaderConfig, MeasurePlan, WorkloadSpec
+    from loadersearch._loader_config import LoaderConfig
+    from loadersearch.measure._plan import MeasurePlan
     from loadersearch.search.space import SearchSpace
+    from loadersearch.workload._spec import WorkloadSpec
 
 _logger = logging.getLogger(__name__)
 
@@ -130,7 +132,7 @@ def window_start_weight(
     window: Window, plan: MeasurePlan, batch_size: int, full_images: int
 ) -> float:
     """:func:`start_weight` of the measured epoch ``window`` belongs to: its own length (sized
-    to the configuration, :meth:`~loadersearch.config.MeasurePlan.sized_steps`), or
+    to the configuration, :meth:`~loadersearch.measure._plan.MeasurePlan.sized_steps`), or
     ``plan.steps`` batches for a window that does not carry it."""
     epoch_images = window.epoch_images or plan.steps * batch_size
     return start_weight(epoch_images, full_images)

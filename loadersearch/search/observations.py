@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from optuna.trial import TrialState
 
-from loadersearch.config import LoaderConfig
+from loadersearch._loader_config import LoaderConfig
 from loadersearch.search.space import SearchSpace, config_from_params
 
 if TYPE_CHECKING:

@@ -13,16 +13,19 @@ import warnings
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from loadersearch.config import PRUNERS, SAMPLERS, MeasurePlan, WorkloadSpec
 from loadersearch.errors import StudyError
+from loadersearch.measure._plan import MeasurePlan
 from loadersearch.search.objective import METRIC_NAME
 from loadersearch.search.settings import (
     NOT_IDENTITY,
+    PRUNERS,
+    SAMPLERS,
     StudySettings,
     foreign_study_problems,
     require_loadersearch_study,
 )
 from loadersearch.search.space import SearchSpace
+from loadersearch.workload._spec import WorkloadSpec
 from loadersearch.workload.device import uses_cuda
 
 if TYPE_CHECKING:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import optuna
 
-    from loadersearch.config import LoaderConfig
+    from loadersearch._loader_config import LoaderConfig
     from loadersearch.measure.result import MeasureResult, Window
 
 

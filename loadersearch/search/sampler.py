@@ -51,8 +51,9 @@ import optuna
 from optuna.distributions import BaseDistribution, CategoricalDistribution, IntDistribution
 from optuna.trial import FrozenTrial, TrialState
 
-from loadersearch.config import SAMPLERS, LoaderConfig
+from loadersearch._loader_config import LoaderConfig
 from loadersearch.search.observations import Observation, observations
+from loadersearch.search.settings import SAMPLERS
 from loadersearch.search.space import SearchSpace
 from loadersearch.search.structured import StructuredStrategy
 

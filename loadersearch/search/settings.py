@@ -25,16 +25,9 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
-from loadersearch.config import (
-    DEFAULT_PRECISION,
-    PRUNERS,
-    SAMPLERS,
-    MeasurePlan,
-    PipelineSpec,
-    WorkloadSpec,
-)
 from loadersearch.errors import SpecError
 from loadersearch.hardware import Hardware
+from loadersearch.measure._plan import DEFAULT_PRECISION, MeasurePlan
 from loadersearch.options import (
     OFF,
     ON,
@@ -49,7 +42,11 @@ from loadersearch.options import (
 )
 from loadersearch.options import parse_size as config_parse_size
 from loadersearch.search.space import KNOBS, SearchSpace, SpaceError, default_worker_bound
+from loadersearch.workload._spec import PipelineSpec, WorkloadSpec
 from loadersearch.workload.device import check_gpus, uses_cuda
+
+PRUNERS = ("wilcoxon", "median", "none")
+SAMPLERS = ("structured", "tpe", "gp", "random")  # the first is the default (landscape zoo)
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -209,7 +206,7 @@ class Overrides:
 
 def parse_size(text: str | int | float | None) -> int | None:
     """Bytes from ``"6GiB"``, ``"6 GB"``, ``"512MiB"``, ``6442450944`` (None stays None); see
-    :func:`loadersearch.config.parse_size`."""
+    :func:`loadersearch.options.parse_size`."""
     if text is None or text == "":
         return None
     try:

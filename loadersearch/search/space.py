@@ -22,7 +22,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from loadersearch.config import (
+from loadersearch._loader_config import (
     CACHES,
     DEFAULT_PREFETCH,
     DEFAULT_START_METHOD,
@@ -424,7 +424,7 @@ def _parse_int(knob: str, text: str) -> int:
 def _parse_choices(text: str | list | tuple, knob: str = "start_method") -> tuple[str, ...]:
     """Start methods (or cache modes) from ``fork``, ``fork,spawn``, ``all`` or a list
     (``["fork", "spawn"]``, as a spec file writes it)."""
-    from loadersearch.config import START_METHODS
+    from loadersearch._loader_config import START_METHODS
 
     listed = isinstance(text, (list, tuple))
     low = "" if listed else str(text).strip().lower()

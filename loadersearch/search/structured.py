@@ -31,7 +31,7 @@ import statistics
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from loadersearch.config import DEFAULT_PREFETCH, LoaderConfig
+from loadersearch._loader_config import DEFAULT_PREFETCH, LoaderConfig
 from loadersearch.search.observations import COMPLETE, Observation
 from loadersearch.search.space import SearchSpace
 

@@ -28,7 +28,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from loadersearch.config import LoaderConfig
+from loadersearch._loader_config import LoaderConfig
 from loadersearch.errors import NothingFeasibleError, StudyError
 from loadersearch.measure.prepare import Prepared, prepare
 from loadersearch.measure.result import INFEASIBLE_ADVICE

@@ -1,8 +1,8 @@
 """The YOLOv4-tiny training workload: model, loss, datasets and augmentation.
 
-:func:`create_workload` turns a :class:`~loadersearch.config.WorkloadSpec` into what the timed
-loop needs: the dataset (with its collate and worker init), the device, and one ``step`` per
-batch (YOLOv4-tiny training, nothing for ``loader``, a sleeping stand-in for ``emulated``).
+:func:`create_workload` turns a :class:`WorkloadSpec` into what the timed loop needs: the
+dataset (with its collate and worker init), the device, and one ``step`` per batch (YOLOv4-tiny
+training, nothing for ``loader``, a sleeping stand-in for ``emulated``).
 Importing this package does not import torch; :func:`create_workload` does.
 """
 
@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from loadersearch.config import WorkloadSpec
+from loadersearch.workload._spec import WorkloadSpec
 from loadersearch.workload.device import resolve_device
 
 logger = logging.getLogger(__name__)

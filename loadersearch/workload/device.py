@@ -13,9 +13,9 @@ from __future__ import annotations
 import dataclasses
 import os
 
-from loadersearch.config import WorkloadSpec
 from loadersearch.errors import DeviceError, SpecError
 from loadersearch.hardware import Hardware
+from loadersearch.workload._spec import WorkloadSpec
 
 
 def uses_cuda(workload: WorkloadSpec, hardware: Hardware) -> bool:

@@ -1,5 +1,5 @@
 """Your own pipeline in the measuring process: the dataset, collate, model and step that a
-:class:`~loadersearch.config.PipelineSpec` names, built for the timed loop.
+:class:`~loadersearch.workload._spec.PipelineSpec` names, built for the timed loop.
 
 Each part is a reference ``"module:qualname"`` (see :mod:`loadersearch.workload.refs`), with
 its ``*_kwargs`` bound as keyword arguments:
@@ -39,8 +39,8 @@ from typing import Any
 import torch
 from torch.utils.data import Dataset, IterableDataset, default_collate
 
-from loadersearch.config import PipelineSpec
 from loadersearch.errors import PipelineError
+from loadersearch.workload._spec import PipelineSpec
 from loadersearch.workload.datasets.decode import SampleError
 from loadersearch.workload.refs import bound, resolve
 from loadersearch.workload.step import make_optimizer, train_step

@@ -40,8 +40,9 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from loadersearch.config import PipelineSpec, check_ref
 from loadersearch.errors import PipelineError
+from loadersearch.options import check_ref
+from loadersearch.workload._spec import PipelineSpec
 
 _logger = logging.getLogger(__name__)
 

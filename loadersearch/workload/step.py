@@ -9,7 +9,7 @@ from typing import Any
 
 import torch
 
-from loadersearch.config import OPTIMIZERS
+from loadersearch.workload._spec import OPTIMIZERS
 
 
 def make_optimizer(name: str, params: Iterable[Any]) -> torch.optim.Optimizer:

@@ -29,7 +29,7 @@ from xml.sax.saxutils import escape
 import numpy as np
 from PIL import Image
 
-from loadersearch.config import FORMATS
+from loadersearch.workload._spec import FORMATS
 
 log = logging.getLogger(__name__)
 

@@ -18,10 +18,12 @@ import pytest
 from helpers.procs import alive, cmdline, fork_servers, measurement_processes
 from helpers.wait import wait_for
 
-from loadersearch.config import LoaderConfig, MeasurePlan, WorkloadSpec
+from loadersearch._loader_config import LoaderConfig
 from loadersearch.measure import measure
+from loadersearch.measure._plan import MeasurePlan
 from loadersearch.measure.forkserver import serving
 from loadersearch.measure.result import BAD_DATASET, ERROR, INFEASIBLE, OK, TIMEOUT
+from loadersearch.workload._spec import WorkloadSpec
 
 IMG = 64
 
@@ -189,7 +191,7 @@ def test_a_killed_server_takes_its_measurement_with_it_and_is_replaced(tiny_data
 _PARENT = textwrap.dedent(
     """
     import sys, time
-    from loadersearch.config import LoaderConfig, MeasurePlan, WorkloadSpec
+    from loadersearch import LoaderConfig, MeasurePlan, WorkloadSpec
     from loadersearch.measure import measure
     from loadersearch.measure.forkserver import serving
     spec = WorkloadSpec(kind="emulated", data=sys.argv[1], img_size=64, device="cpu",

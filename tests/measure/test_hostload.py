@@ -21,7 +21,7 @@ SHARE = "0.75"
 # Run in a separate process, so that the burners (started by the test) are outside its tree.
 _MEASURE = """
 import json, sys
-from loadersearch.config import LoaderConfig, MeasurePlan, WorkloadSpec
+from loadersearch import LoaderConfig, MeasurePlan, WorkloadSpec
 from loadersearch.measure import measure
 kind, workers = sys.argv[2], int(sys.argv[3])
 # 128 px JPEG decoding: the loader's measured part lasts a second or two, as the emulated one

@@ -12,7 +12,8 @@ import pytest
 import torch
 from torch.utils.data import Dataset
 
-from loadersearch.config import LoaderConfig, MeasurePlan
+from loadersearch._loader_config import LoaderConfig
+from loadersearch.measure._plan import MeasurePlan
 from loadersearch.measure.loop import (
     ShortEpochSampler,
     make_loader,

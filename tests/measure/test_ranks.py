@@ -13,8 +13,9 @@ import pytest
 from helpers.procs import alive, measurement_processes
 from helpers.wait import wait_for
 
-from loadersearch.config import LoaderConfig, MeasurePlan, WorkloadSpec
+from loadersearch._loader_config import LoaderConfig
 from loadersearch.measure import measure
+from loadersearch.measure._plan import MeasurePlan
 from loadersearch.measure.rank_results import (
     RankFailure,
     first_failure,
@@ -38,6 +39,7 @@ from loadersearch.measure.result import (
     VRAM_CAP,
     Window,
 )
+from loadersearch.workload._spec import WorkloadSpec
 
 IMG = 64
 

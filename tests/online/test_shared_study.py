@@ -16,7 +16,7 @@ from helpers import pipelines
 from torch.utils.data import DataLoader
 
 import loadersearch
-from loadersearch.config import LoaderConfig
+from loadersearch._loader_config import LoaderConfig
 from loadersearch.workload.emulated import EmulatedAccelerator
 
 STEP_MS = 4.0  # the emulated accelerator: 4 ms a batch

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from loadersearch.config import LoaderConfig, MeasurePlan, WorkloadSpec
+from loadersearch._loader_config import LoaderConfig
 from loadersearch.errors import DatasetError, StudyError
+from loadersearch.measure._plan import MeasurePlan
 from loadersearch.measure.result import BAD_SAMPLE, ERROR, INFEASIBLE, OK, VRAM_CAP, MeasureResult
 from loadersearch.search.batchprobe import (
     HEADROOM,
@@ -17,6 +18,7 @@ from loadersearch.search.batchprobe import (
     has_headroom,
     probe_max_batch,
 )
+from loadersearch.workload._spec import WorkloadSpec
 
 WORKLOAD = WorkloadSpec(kind="emulated")
 GIB = 2**30

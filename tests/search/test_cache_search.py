@@ -10,12 +10,13 @@ import optuna
 import pytest
 from helpers.studies import HOST, quick_settings, run_cli, steady_measure
 
-from loadersearch.config import LoaderConfig, WorkloadSpec
+from loadersearch._loader_config import LoaderConfig
 from loadersearch.report import answer_python, cache_line, open_study, summarize
 from loadersearch.search.objective import workload_for
 from loadersearch.search.settings import Overrides, SpecError, resolve_settings
 from loadersearch.search.space import SearchSpace, SpaceError
 from loadersearch.search.structured import StructuredStrategy
+from loadersearch.workload._spec import WorkloadSpec
 
 
 def test_the_cache_is_not_searched_unless_asked():

@@ -6,7 +6,7 @@ import optuna
 import pytest
 from optuna.distributions import CategoricalDistribution, IntDistribution
 
-from loadersearch.config import LoaderConfig
+from loadersearch._loader_config import LoaderConfig
 from loadersearch.measure.result import ERROR, OK, MeasureResult
 from loadersearch.search.confirm import (
     finalists,

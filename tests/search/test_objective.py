@@ -9,9 +9,9 @@ import pytest
 from helpers.studies import HOST, quick_settings, steady_measure
 from optuna.trial import TrialState
 
-from loadersearch.config import MeasurePlan, WorkloadSpec
 from loadersearch.errors import DatasetError, DeviceError, StudyError
 from loadersearch.hardware import Hardware
+from loadersearch.measure._plan import MeasurePlan
 from loadersearch.measure.result import (
     BAD_DATASET,
     CRASH,
@@ -23,6 +23,7 @@ from loadersearch.measure.result import (
 from loadersearch.search.objective import start_weight, window_start_weight, window_value
 from loadersearch.search.space import SearchSpace
 from loadersearch.search.study import run_study
+from loadersearch.workload._spec import WorkloadSpec
 
 
 @pytest.fixture(autouse=True)
@@ -174,9 +175,10 @@ def test_a_clearly_slower_prune_records_the_best_trial_it_lost_to() -> None:
 
 def test_an_unusable_pipeline_s_message_ends_its_sentence_once() -> None:
     # Issue 22, 7: "check the name after the colon.. Every trial would fail".
-    from loadersearch.config import LoaderConfig, PipelineSpec
+    from loadersearch._loader_config import LoaderConfig
     from loadersearch.measure.result import BAD_PIPELINE, ERROR, MeasureResult
     from loadersearch.search.objective import unusable_input
+    from loadersearch.workload._spec import PipelineSpec
 
     spec = WorkloadSpec(kind="loader", pipeline=PipelineSpec("helpers.pipelines:make_dataset"))
     message = "module m has no 'f' (the dataset m:f); check the name after the colon."

@@ -16,7 +16,7 @@ HOST = Hardware(cpu_count=2, physical_cores=2, gpu_count=0)
 
 
 def test_an_unreadable_size_in_a_spec_is_a_spec_error() -> None:
-    assert parse_size("6GiB") == 6 * 2**30  # loadersearch.config.parse_size underneath
+    assert parse_size("6GiB") == 6 * 2**30  # loadersearch.options.parse_size underneath
     with pytest.raises(SpecError, match="cannot read the size"):
         parse_size("six gigs")
 
@@ -127,7 +127,7 @@ def test_more_ranks_than_gpus_is_refused_naming_the_fix() -> None:
 
 
 def test_auto_resolves_to_the_device_the_study_is_named_and_sized_for() -> None:
-    from loadersearch.config import WorkloadSpec
+    from loadersearch.workload._spec import WorkloadSpec
     from loadersearch.workload.device import resolved_workload
 
     gpu = Hardware(cpu_count=16, physical_cores=8, gpu_model="NVIDIA H200", gpu_count=1)

@@ -10,7 +10,7 @@ import dataclasses
 import optuna
 from helpers.studies import HOST, quick_settings
 
-from loadersearch.config import LoaderConfig
+from loadersearch._loader_config import LoaderConfig
 from loadersearch.measure.result import OK, MeasureResult, Window
 from loadersearch.report import settled_line, summarize
 from loadersearch.search.settle import MIN_TRIALS, PREFETCH_CPUS, QUIET_FOR, settled

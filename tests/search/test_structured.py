@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import pytest
 
-from loadersearch.config import LoaderConfig
+from loadersearch._loader_config import LoaderConfig
 from loadersearch.search.observations import COMPLETE, INFEASIBLE, PRUNED, Observation
 from loadersearch.search.space import SearchSpace
 from loadersearch.search.structured import StructuredStrategy, ladder

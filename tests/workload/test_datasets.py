@@ -438,7 +438,7 @@ def test_the_check_does_not_import_torch(tiny_dataset):
 
     code = (
         "import sys; from loadersearch.workload import check_data; "
-        "from loadersearch.config import WorkloadSpec; "
+        "from loadersearch import WorkloadSpec; "
         f"check_data(WorkloadSpec(data={tiny_dataset!r})); assert 'torch' not in sys.modules"
     )
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -8,11 +8,11 @@ import pytest
 import torch
 from torch.utils.data import DataLoader
 
-from loadersearch.config import PipelineSpec, WorkloadSpec
 from loadersearch.errors import PipelineError
 from loadersearch.measure.failures import classify_exception
 from loadersearch.measure.result import BAD_PIPELINE, BAD_SAMPLE, ERROR
 from loadersearch.workload import create_workload
+from loadersearch.workload._spec import PipelineSpec, WorkloadSpec
 from loadersearch.workload.pipeline import _checked_step, build_pipeline
 
 P = "helpers.pipelines"

@@ -12,8 +12,8 @@ import types
 import pytest
 from helpers import pipelines
 
-from loadersearch.config import PipelineSpec
 from loadersearch.errors import PipelineError
+from loadersearch.workload._spec import PipelineSpec
 from loadersearch.workload.refs import (
     ELSEWHERE,
     MEASURING_ENV,

@@ -56,7 +56,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from loadersearch.config import FORMATS
+from loadersearch.workload._spec import FORMATS
 from loadersearch.workload.datasets._common import IMAGE_EXTS
 from loadersearch.workload.datasets.decode import SampleError, decode
 from loadersearch.workload.datasets.detect import detect_format

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
-from loadersearch.config import FORMATS
 from loadersearch.errors import DatasetError
+from loadersearch.workload._spec import FORMATS
 from loadersearch.workload.datasets._common import SKIP_HINT, Problems, log
 from loadersearch.workload.datasets.coco import read_coco
 from loadersearch.workload.datasets.decode import header_problem

@@ -1,20 +1,18 @@
-"""The five DataLoader knobs, the workload a measurement runs, and how long it measures.
+"""What one measurement trains on: :class:`WorkloadSpec` (the built-in YOLOv4-tiny workload,
+the emulated accelerator, or your own pipeline by reference, :class:`PipelineSpec`).
 
-These dataclasses are the contract between layers: the search builds a :class:`LoaderConfig`
-from an Optuna trial, the measurement runs it against a :class:`WorkloadSpec` for a
-:class:`MeasurePlan`. All of them are plain data that survive a trip through JSON, because
-they cross a process boundary (parent -> measuring child).
+Everything the measuring child needs to rebuild the workload, as plain data that survives
+JSON: a resume or another machine rebuilds the same thing.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-import multiprocessing
-import sys
-from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from dataclasses import dataclass
+from typing import Any
 
+from loadersearch._loader_config import CACHES, LoaderConfig
 from loadersearch.options import (
     DIR,
     FLAG,
@@ -25,175 +23,19 @@ from loadersearch.options import (
     SIZE,
     TABLE,
     WHOLE,
+    Record,
     check_fields,
+    check_ref,
     json_kwargs,
     opt,
 )
-from loadersearch.options import check_ref as check_ref  # the REF kind's check
-from loadersearch.options import parse_size as parse_size  # the SIZE kind's reader
 
-# The one list of each option's names: the CLI's choices, spec checks and messages use these.
+# The one list of each choice's names: the CLI's choices, spec checks and messages use these.
 WORKLOADS = ("train", "loader", "emulated")
 DEVICES = ("auto", "cuda", "cpu")
 OPTIMIZERS = ("sgd", "adamw")
 FORMATS = ("yolo", "voc", "coco")  # dataset layouts
-CACHES = ("none", "ram", "memmap")  # where the images come from (WorkloadSpec.cache)
-PRUNERS = ("wilcoxon", "median", "none")
-SAMPLERS = ("structured", "tpe", "gp", "random")  # the first is the default (tabular benchmark)
-DEFAULT_PREFETCH = 2  # PyTorch's prefetch_factor when workers are used and none is given
-# How measure.projection turns short epochs into a full epoch's time, stored with each study
-# so that trials projected one way are not ranked against trials projected another: 1, the
-# steady rate from the second group of batches to the last (the loader's drain in the rate);
-# 2, from the first group's last arrival to the group before the drain (the drain and the
-# start are per-epoch costs).
-PROJECTION_METHOD = 2
-DEFAULT_PRECISION = 0.05  # a study's measurements: the epoch time to +/-5% (90% confidence)
-START_METHODS = ("fork", "forkserver", "spawn")  # how DataLoader workers are started
-# Python's own default on this platform (the first listed is the default, per its docs): what a
-# DataLoader without multiprocessing_context uses. Python 3.14 changes it to forkserver on Linux.
-PLATFORM_START_METHOD = multiprocessing.get_all_start_methods()[0]
-# The start method loadersearch measures unless told otherwise: fork on Linux (the fastest
-# worker start-up, and what training scripts have used for years), pinned explicitly so that a
-# Python whose default is forkserver measures the same thing; elsewhere the platform's default.
-DEFAULT_START_METHOD = "fork" if sys.platform.startswith("linux") else PLATFORM_START_METHOD
 PIPELINE_PARTS = ("dataset", "collate", "model", "loss", "step")  # a user pipeline's parts
-
-def check_start_method(name: str) -> str:
-    """``name`` when it is a start method this platform has, else a ValueError naming them."""
-    available = [m for m in START_METHODS if m in multiprocessing.get_all_start_methods()]
-    if name not in available:
-        raise ValueError(
-            f"Unknown start method {name!r}; choose one of {', '.join(available)} "
-            "(how DataLoader workers are started: multiprocessing_context)."
-        )
-    return name
-
-
-class _Record:
-    """A dataclass that survives JSON: ``from_dict`` leaves out keys it does not know (a study
-    stored by another version)."""
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls: type[_R], data: dict[str, Any]) -> _R:
-        known = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in known})
-
-
-_R = TypeVar("_R", bound=_Record)
-
-
-@dataclass(frozen=True)
-class LoaderConfig(_Record):
-    """One DataLoader configuration: the five knobs loadersearch tunes, and how workers start."""
-
-    # The loader knobs: on the command line of bench and diagnose, in a spec file's [space] and
-    # [space.fix], bench()'s config and tune()'s space and fix (search/space.py reads them).
-    num_workers: int = opt(  # 0 loads in the training process
-        0, kind=WHOLE, low=0, help="Worker processes (0: load in the training process)."
-    )
-    batch_size: int = opt(  # also a training choice: fix it if it matters
-        16, kind=WHOLE, low=1, help="Images per step."
-    )
-    pin_memory: bool = opt(  # page-locked host batches, faster and async host->device copies
-        False, kind=FLAG, flags=("--pin-memory/--no-pin-memory",),
-        help="Page-locked host batches (faster, asynchronous copies to the device).",
-    )  # fmt: skip
-    # None when 0 workers, and None with workers means PyTorch's default (2): normalised so
-    # that configurations building the same DataLoader compare equal
-    prefetch_factor: int | None = opt(
-        None, kind=WHOLE, low=1, help="Batches each worker loads ahead (PyTorch's default "
-        f"{DEFAULT_PREFETCH} when omitted). Needs workers.",
-    )  # fmt: skip
-    persistent_workers: bool = opt(
-        False, kind=FLAG, flags=("--persistent-workers/--no-persistent-workers",),
-        help="Keep workers alive between epochs. Needs workers.",
-    )  # fmt: skip
-    # How workers start (DataLoader's multiprocessing_context); None when 0 workers, and None
-    # with workers means DEFAULT_START_METHOD (normalised like prefetch_factor).
-    start_method: str | None = opt(
-        None, choices=START_METHODS, help="How workers start (DataLoader's "
-        f"multiprocessing_context; default {DEFAULT_START_METHOD}). Needs workers.",
-    )  # fmt: skip
-    # Where the images come from, when the study searches it (--search-cache); None = the
-    # workload's own cache (WorkloadSpec.cache). Not a DataLoader argument: the answer names
-    # it beside the pasted line.
-    cache: str | None = opt(None, choices=CACHES, noun="cache", flags=())
-
-    def __post_init__(self) -> None:
-        if isinstance(self.num_workers, bool) or int(self.num_workers) != self.num_workers:
-            raise ValueError(f"num_workers must be an integer but got {self.num_workers!r}.")
-        if self.prefetch_factor is not None and self.prefetch_factor < 1:
-            raise ValueError(
-                f"prefetch_factor must be at least 1 (or None) but got {self.prefetch_factor}."
-            )
-        if self.start_method is not None:
-            check_start_method(self.start_method)
-        check_fields(self)  # cache, num_workers, batch_size
-        if self.num_workers == 0 and self.prefetch_factor is not None:
-            # PyTorch itself raises here; we reject it the same way, with the fix in the message.
-            raise ValueError(
-                f"prefetch_factor={self.prefetch_factor} needs num_workers > 0: with "
-                "num_workers=0 there is no worker to prefetch. Drop prefetch_factor or add "
-                "workers."
-            )
-        if self.num_workers == 0 and self.persistent_workers:
-            raise ValueError(
-                "persistent_workers=True needs num_workers > 0: with num_workers=0 there is no "
-                "worker to keep. Drop persistent_workers or add workers."
-            )
-        if self.num_workers > 0 and self.prefetch_factor is None:
-            object.__setattr__(self, "prefetch_factor", DEFAULT_PREFETCH)
-        # Without workers there is nothing to start: a fixed start method (--fix
-        # start_method=spawn) applies to the configurations with workers only.
-        start = (self.start_method or DEFAULT_START_METHOD) if self.num_workers > 0 else None
-        object.__setattr__(self, "start_method", start)
-
-    def dataloader_kwargs(self) -> dict[str, Any]:
-        """Keyword arguments for ``torch.utils.data.DataLoader`` (only the ones that apply)."""
-        kwargs: dict[str, Any] = {
-            "batch_size": self.batch_size,
-            "num_workers": self.num_workers,
-            "pin_memory": self.pin_memory,
-        }
-        if self.num_workers > 0:
-            kwargs["prefetch_factor"] = self.prefetch_factor
-            kwargs["persistent_workers"] = self.persistent_workers
-            # Always explicit: the measured worker start-up must not depend on the Python's
-            # default start method.
-            kwargs["multiprocessing_context"] = self.start_method
-        return kwargs
-
-
-    def label(self) -> str:
-        """A short human label, e.g. ``w4 b32 pin pf2 persist``."""
-        parts = [f"w{self.num_workers}", f"b{self.batch_size}"]
-        if self.pin_memory:
-            parts.append("pin")
-        if self.num_workers > 0:
-            parts.append(f"pf{self.prefetch_factor}")
-            if self.persistent_workers:
-                parts.append("persist")
-            if self.start_method != DEFAULT_START_METHOD:
-                parts.append(str(self.start_method))
-        if self.cache not in (None, "none"):
-            parts.append(str(self.cache))
-        return " ".join(parts)
-
-    def snippet(self, dataset: str = "dataset", sampler: str | None = None) -> str:
-        """A ready-to-paste ``DataLoader(...)`` call. ``multiprocessing_context`` is written
-        only when the measured start method is not what this Python uses by default, so that
-        the pasted line starts its workers the way they were measured. ``sampler`` (e.g.
-        ``"sampler"``, a ``DistributedSampler``) takes the place of ``shuffle=True``, which
-        PyTorch refuses beside a sampler."""
-        kwargs = self.dataloader_kwargs()
-        if kwargs.get("multiprocessing_context") == PLATFORM_START_METHOD:
-            del kwargs["multiprocessing_context"]
-        args = ", ".join(f"{k}={v!r}" for k, v in kwargs.items())
-        order = f"sampler={sampler}" if sampler else "shuffle=True"
-        return f"DataLoader({dataset}, {order}, drop_last=True, {args})"
 
 
 @dataclass(frozen=True)
@@ -285,7 +127,7 @@ class PipelineSpec:
 
 
 @dataclass(frozen=True)
-class WorkloadSpec(_Record):
+class WorkloadSpec(Record):
     """What one measurement trains on; everything the measuring child needs to rebuild it."""
 
     kind: str = opt(
@@ -478,123 +320,9 @@ class WorkloadSpec(_Record):
         return f"EMULATED storage latency {self.emulated_io_ms:g} ms/sample{spread}"
 
 
-
 def workload_for(workload: WorkloadSpec, config: LoaderConfig) -> WorkloadSpec:
     """The workload ``config`` is measured on: with the configuration's cache when it names
     one (a study that searches the cache), else ``workload`` as it is."""
     if config.cache is None or config.cache == workload.cache:
         return workload
     return dataclasses.replace(workload, cache=config.cache)
-
-
-@dataclass(frozen=True)
-class MeasurePlan(_Record):
-    """How long one measurement runs: warm-up, then ``epochs`` short epochs of ``steps``, or
-    more for a configuration with many batches in flight (:meth:`sized_steps`)."""
-
-    # Defaults: 4 warm-up + 3 x 8 measured steps, about 10 s on a 2-core CPU for the train
-    # workload at 128 px, batch 16 (process start and imports ~3.5 s of it, not measured).
-    epochs: int = opt(3, kind=WHOLE, low=1, help="Measured short epochs, after the warm-up.")
-    steps: int = opt(8, kind=WHOLE, low=1, help="Batches per short epoch.")
-    windows_per_epoch: int = opt(
-        2, kind=WHOLE, low=1, flags=("--windows-per-epoch", "--windows"),
-        help="Measurement windows per short epoch: the steps the pruner compares.",
-    )  # fmt: skip
-    warmup_epochs: int = opt(  # not measured: cudnn autotune, page cache, allocator growth
-        1, kind=WHOLE, low=0, help="Unmeasured warm-up epochs [default: {default}]."
-    )
-    warmup_steps: int | None = opt(4, kind=WHOLE, low=1, help="Batches per warm-up epoch.")
-    timeout_s: float = opt(
-        300.0, kind=NUMBER, low=0, low_open=True, flags=("--timeout", "--trial-timeout"),
-        help="Wall-clock limit of one measurement in seconds, start-up included "
-        "[default: {default:g}].",
-    )  # fmt: skip
-    # after start-up, no window for this long = a hang (TIMEOUT)
-    stall_s: float = opt(120.0, kind=NUMBER, low=0, low_open=True, flags=())
-    # Sized to the configuration (sized_steps): a measured epoch of a configuration with
-    # workers holds at least in_flight_rounds x the batches its DataLoader keeps in flight,
-    # plus one batch per worker, so that every worker count has a steady part to measure.
-    in_flight_rounds: int = opt(
-        2, kind=WHOLE, low=0,
-        help="Size each measured epoch to its configuration: with W workers and prefetch "
-        "factor P, at least ROUNDS x W x P + W steps (the batches in flight, ROUNDS times "
-        "over), so that every worker count has a steady part; 0 = --steps for every "
-        "configuration [default: {default}].",
-    )  # fmt: skip
-    epoch_limit_s: float = opt(  # without a warm-up, not cut
-        20.0, kind=NUMBER, low=0, low_open=True, flags=("--epoch-limit",),
-        help="Seconds a sized epoch may take at the warm-up's rate; longer ones are cut "
-        "(never below --steps) [default: {default:g}].",
-    )  # fmt: skip
-    # The relative half-width of the projected epoch time's 90% confidence interval
-    # (measure.projection.epoch_time_precision). The extra epochs have the same length (not
-    # cut into windows: the pruner compares the same windows in every trial). Reads whose time
-    # varies a lot (a disk's seeks, a network file system) need it: a few short epochs see the
-    # typical read, not the mean one.
-    precision: float = opt(
-        0.0, kind=NUMBER, low=0, high=1, high_open=True,
-        help="Measure until the projected epoch time is known this well: the relative "
-        "half-width of its 90% confidence interval, from the spread of the measured "
-        "epochs; more epochs follow while it is wider, within --extend-limit seconds. "
-        f"Storage whose reads vary a lot needs it. 0 = exactly --epochs [default: "
-        f"{DEFAULT_PRECISION:g}].",
-    )  # fmt: skip
-    extend_limit_s: float = opt(
-        20.0, kind=NUMBER, low=0, flags=("--extend-limit",),
-        help="Seconds of measured epochs a measurement may add for --precision, and never "
-        "more than 3x its planned epochs' time [default: {default:g}; a study where the CPU "
-        "does the heavy work: 8].",
-    )  # fmt: skip
-    projection: int = PROJECTION_METHOD  # the projection's method (stored: see its comment)
-    extra: dict[str, Any] = field(default_factory=dict)  # reserved for workload-specific knobs
-
-    def __post_init__(self) -> None:
-        check_fields(self)
-        if self.windows_per_epoch > self.steps:
-            raise ValueError(
-                f"windows_per_epoch ({self.windows_per_epoch}) cannot exceed steps ({self.steps})."
-            )
-
-    def sized_steps(self, config: LoaderConfig, full_steps: int = 0) -> int:
-        """Steps of one measured epoch of ``config`` before the time limit: ``steps``, or for
-        ``w`` workers with prefetch factor ``p`` at least ``in_flight_rounds * w * p + w`` (the
-        batches in flight, ``in_flight_rounds`` times over, then one more batch per worker: a
-        whole number of rounds of ``w`` batches); never more than ``full_steps``, one full
-        epoch of the dataset (when known and above ``steps``). The same for every trial of the
-        same configuration and dataset."""
-        target = self.steps
-        if self.in_flight_rounds and config.num_workers > 0:
-            in_flight = config.num_workers * (config.prefetch_factor or DEFAULT_PREFETCH)
-            target = max(target, self.in_flight_rounds * in_flight + config.num_workers)
-        if full_steps > 0:
-            target = min(target, max(self.steps, full_steps))
-        return target
-
-    def warmup_steps_for(self, config: LoaderConfig, sized: int) -> int:
-        """Steps of a warm-up epoch: ``warmup_steps`` (or ``steps``), and with sizing at least
-        two batches per worker (within ``sized``), so that every worker has started and its
-        rate can bound the measured epochs' length (:attr:`epoch_limit_s`)."""
-        steps = self.warmup_steps or self.steps
-        if self.in_flight_rounds and config.num_workers > 0:
-            steps = max(steps, min(2 * config.num_workers, sized))
-        return steps
-
-    def limited_steps(
-        self, sized: int, warmup_steps: int, warmup_s: float, num_workers: int = 0
-    ) -> int:
-        """``sized`` cut to what fits in :attr:`epoch_limit_s` at the warm-up's rate
-        (``warmup_steps`` in ``warmup_s``, epoch start included), never below ``steps``. A cut
-        keeps a whole number of rounds of ``num_workers`` batches: workers deliver in rounds,
-        and an epoch ending in a partial round would count the whole round's time for part of
-        its batches (the start cost, and so the projection, would come out too high)."""
-        if warmup_s <= 0 or sized <= self.steps:
-            return sized
-        fits = int(self.epoch_limit_s * warmup_steps / warmup_s)
-        if num_workers > 1:
-            fits = fits // num_workers * num_workers
-        return max(self.steps, min(sized, fits))
-
-    @property
-    def n_windows(self) -> int:
-        return self.epochs * self.windows_per_epoch
-
