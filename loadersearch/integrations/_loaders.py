@@ -1,0 +1,197 @@
+"""What the Lightning and Hugging Face integrations share: the AutoLoader options a callback
+takes, the per-rank worker bound, a stored study's winner as this host may use it, a
+DataLoader rebuilt with other knobs, and the choice as metrics, parameters and a log line.
+
+No framework is imported here: each integration hands in the DataLoader its framework built.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from loadersearch.errors import LoaderSearchError
+
+if TYPE_CHECKING:
+    from torch.utils.data import DataLoader
+
+    from loadersearch import LoaderConfig
+    from loadersearch.online import OnlineReport
+
+_logger = logging.getLogger(__name__)
+
+# AutoLoader's options a callback passes on: its tuning budget, and knobs to fix (a knob given
+# here is not tuned). Not batch_sizes: the frameworks count an epoch's steps once, before it.
+AUTOLOADER_OPTIONS = (
+    "max_workers", "tune_steps", "window_steps", "margin",
+    "num_workers", "prefetch_factor", "pin_memory", "persistent_workers",
+)  # fmt: skip
+KNOBS = ("num_workers", "prefetch_factor", "pin_memory", "persistent_workers")
+PREFIX = "loadersearch/"  # the metric and parameter names in the framework's loggers
+
+
+def autoloader_options(options: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """``options`` checked against :data:`AUTOLOADER_OPTIONS` (a TypeError naming the unknown
+    ones and the known ones, at the callback's construction rather than mid-training)."""
+    unknown = sorted(set(options) - set(AUTOLOADER_OPTIONS))
+    if unknown:
+        raise TypeError(
+            f"{where} got unknown option(s) {', '.join(unknown)}; it takes study, storage and "
+            f"AutoLoader's {', '.join(AUTOLOADER_OPTIONS)}."
+        )
+    return dict(options)
+
+
+def local_ranks(default: int = 1) -> int:
+    """Training processes on this node: ``$LOCAL_WORLD_SIZE`` (torchrun, accelerate launch),
+    else ``default`` (what the framework says)."""
+    try:
+        return max(1, int(os.environ.get("LOCAL_WORLD_SIZE") or default))
+    except ValueError:
+        return max(1, default)
+
+
+def rank_worker_bound(ranks: int) -> int:
+    """The top of one rank's worker ladder: the offline search's bound over the CPUs this
+    process may run on (``os.sched_getaffinity``), shared by the ``ranks`` processes of the
+    node (each gets ``cpus // ranks``, at least 1; one process: 2x the CPUs, at most 32)."""
+    from loadersearch.search.space import default_worker_bound
+
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # no affinity call on this platform
+        cpus = os.cpu_count() or 1
+    return default_worker_bound(cpus, ranks)
+
+
+def accelerator() -> bool:
+    """Pinned memory helps (and DataLoader uses it) only with an accelerator."""
+    import torch
+
+    acc = getattr(torch, "accelerator", None)
+    return bool(acc.is_available()) if acc is not None else torch.cuda.is_available()
+
+
+def stored_winner(study: str, storage: str | None, ranks: int = 1) -> LoaderConfig | None:
+    """The answer :func:`loadersearch.load_best` gives for ``study``, when the study is of this
+    hardware (the hardware guard: GPU model and count, CPU count); None, logged with the
+    reason, when it is missing, empty or of other hardware: training never stops for want of
+    a study (the callback tunes online instead)."""
+    from loadersearch.hardware import check_compatible, fingerprint
+    from loadersearch.report import open_study, summarize
+
+    try:
+        stored = open_study(storage, study)
+        check_compatible(stored.user_attrs.get("hardware"), fingerprint(), allow_mixed=False)
+        summary = summarize(stored)
+    except LoaderSearchError as e:
+        _logger.warning("loadersearch: not using study %r (%s); tuning online instead.", study, e)
+        return None
+    if summary.winner is None:
+        _logger.warning(
+            "loadersearch: study %r has no finished feasible trial yet; tuning online instead.",
+            study,
+        )
+        return None
+    if summary.gpus != ranks:
+        _logger.warning(
+            "loadersearch: study %r measured %d rank(s) per node and this job runs %d: its "
+            "winner's workers may not fit each rank's share of the CPUs.",
+            study,
+            summary.gpus,
+            ranks,
+        )
+    return summary.winner.config
+
+
+def knobs_of(config: LoaderConfig) -> dict[str, Any]:
+    """The four loader knobs of ``config`` as this host may use them (no pinned memory
+    without an accelerator)."""
+    return {
+        "num_workers": config.num_workers,
+        "prefetch_factor": config.prefetch_factor if config.num_workers else None,
+        "pin_memory": bool(config.pin_memory and accelerator()),
+        "persistent_workers": bool(config.persistent_workers and config.num_workers),
+    }
+
+
+def with_knobs(loader: DataLoader, knobs: Mapping[str, Any]) -> DataLoader:
+    """A DataLoader like ``loader`` (its dataset, order, batches, collate, worker seeding,
+    start method) with ``knobs`` (:func:`knobs_of`)."""
+    from torch.utils.data import DataLoader
+
+    workers = knobs["num_workers"]
+    kwargs: dict[str, Any] = {
+        "collate_fn": loader.collate_fn,
+        "worker_init_fn": loader.worker_init_fn,
+        "generator": loader.generator,
+        "timeout": loader.timeout,
+        "num_workers": workers,
+        "pin_memory": knobs["pin_memory"],
+    }
+    if loader.batch_size is None and loader.batch_sampler is not None:  # the user's batches
+        kwargs["batch_sampler"] = loader.batch_sampler
+    else:
+        kwargs.update(batch_size=loader.batch_size, sampler=loader.sampler)
+        kwargs["drop_last"] = loader.drop_last
+    if workers > 0:
+        kwargs["prefetch_factor"] = knobs["prefetch_factor"]
+        kwargs["persistent_workers"] = knobs["persistent_workers"]
+        kwargs["multiprocessing_context"] = loader.multiprocessing_context
+    if hasattr(loader, "in_order"):  # torch >= 2.6
+        kwargs["in_order"] = loader.in_order
+    return DataLoader(loader.dataset, **kwargs)
+
+
+def settings_of(loader: Any) -> dict[str, Any]:
+    """The four knobs a DataLoader (or a settled AutoLoader) serves with."""
+    config = getattr(loader, "config", None)
+    if config is not None:  # an AutoLoader
+        return knobs_of(config)
+    workers = loader.num_workers
+    return {
+        "num_workers": workers,
+        "prefetch_factor": loader.prefetch_factor if workers else None,
+        "pin_memory": bool(loader.pin_memory),
+        "persistent_workers": bool(loader.persistent_workers and workers),
+    }
+
+
+def choice_params(knobs: Mapping[str, Any], source: str) -> dict[str, Any]:
+    """The choice as logger parameters: ``loadersearch/num_workers``, ... and where it came
+    from (``online``, or ``study NAME``). Knobs that do not apply (None) are left out."""
+    params = {PREFIX + k: v for k, v in knobs.items() if v is not None}
+    params[PREFIX + "source"] = source
+    return params
+
+
+def report_metrics(report: OnlineReport) -> dict[str, float]:
+    """What online tuning measured and cost, as logger metrics (the ones it could measure)."""
+    values = {
+        "images_per_s": report.images_per_s,
+        "baseline_images_per_s": report.baseline_images_per_s,
+        "speedup": report.speedup,
+        "tuning_cost_s": max(0.0, report.cost_s),
+        "saved_per_epoch_s": report.saved_per_epoch_s,
+        "tuning_steps": report.tuning_steps,
+    }
+    return {PREFIX + k: float(v) for k, v in values.items() if v is not None}
+
+
+def describe(knobs: Mapping[str, Any], source: str, report: OnlineReport | None) -> str:
+    """One log line: the choice, where it came from, and (online) its rate, cost and saving."""
+    text = ", ".join(f"{k}={v}" for k, v in knobs.items() if v is not None)
+    if report is None:
+        return f"loadersearch: train DataLoader {text} (from {source})."
+    line = (
+        f"loadersearch: train DataLoader {text} (tuned online in {report.tuning_steps} steps: "
+        f"{report.images_per_s:.1f} img/s"
+    )
+    if report.speedup is not None:
+        line += f", x{report.speedup:.2f} over {report.baseline.label()}"
+    line += f"; tuning cost {max(0.0, report.cost_s):.1f} s"
+    if report.saved_per_epoch_s is not None:
+        line += f", saves {report.saved_per_epoch_s:.1f} s per epoch"
+    return line + ")."
