@@ -31,7 +31,7 @@ import time
 from loadersearch._loader_config import LoaderConfig
 from loadersearch.measure import measure
 from loadersearch.measure._plan import MeasurePlan
-from loadersearch.measure.result import MeasureResult
+from loadersearch.measure._result import MeasureResult
 from loadersearch.workload._spec import WorkloadSpec
 
 SCENARIOS = {

@@ -23,9 +23,9 @@ import time
 
 from loadersearch._loader_config import LoaderConfig
 from loadersearch.measure import measure
+from loadersearch.measure._forkserver import serving
 from loadersearch.measure._plan import MeasurePlan
-from loadersearch.measure.forkserver import serving
-from loadersearch.measure.projection import coefficient_of_variation
+from loadersearch.measure._projection import coefficient_of_variation
 from loadersearch.workload._spec import WorkloadSpec
 
 

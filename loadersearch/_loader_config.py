@@ -12,7 +12,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-from loadersearch.options import FLAG, WHOLE, Record, check_fields, opt
+from loadersearch._options import FLAG, WHOLE, Record, check_fields, opt
 
 CACHES = ("none", "ram", "memmap")  # where the images come from (WorkloadSpec.cache)
 DEFAULT_PREFETCH = 2  # PyTorch's prefetch_factor when workers are used and none is given
@@ -52,7 +52,7 @@ class LoaderConfig(Record):
     """One DataLoader configuration: the five knobs loadersearch tunes, and how workers start."""
 
     # The loader knobs: on the command line of bench and diagnose, in a spec file's [space] and
-    # [space.fix], bench()'s config and tune()'s space and fix (search/space.py reads them).
+    # [space.fix], bench()'s config and tune()'s space and fix (search/_space.py reads them).
     num_workers: int = opt(  # 0 loads in the training process
         0, kind=WHOLE, low=0, help="Worker processes (0: load in the training process)."
     )

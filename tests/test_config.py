@@ -7,8 +7,8 @@ import json
 import pytest
 
 from loadersearch._loader_config import DEFAULT_START_METHOD, PLATFORM_START_METHOD, LoaderConfig
+from loadersearch._options import parse_size
 from loadersearch.measure._plan import MeasurePlan
-from loadersearch.options import parse_size
 from loadersearch.workload._spec import FORMATS, WorkloadSpec
 
 

@@ -71,8 +71,8 @@ def _user_attrs(params: dict[str, Any], rate: float, rng: np.random.Generator) -
     (``result_attrs`` of a plausible measurement) when the search package is there."""
     try:
         from loadersearch._loader_config import LoaderConfig
-        from loadersearch.measure.result import OK, MeasureResult
-        from loadersearch.search.objective import result_attrs
+        from loadersearch.measure._result import OK, MeasureResult
+        from loadersearch.search._objective import result_attrs
     except ImportError:
         pass
     else:

@@ -28,7 +28,7 @@ from typing import Any
 
 from loadersearch._loader_config import LoaderConfig
 from loadersearch.measure._plan import MeasurePlan
-from loadersearch.measure.result import MeasureResult
+from loadersearch.measure._result import MeasureResult
 from loadersearch.workload._spec import WorkloadSpec
 
 log = logging.getLogger(__name__)

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from loadersearch._loader_config import DEFAULT_PREFETCH, LoaderConfig
-from loadersearch.options import NUMBER, WHOLE, Record, check_fields, opt
+from loadersearch._options import NUMBER, WHOLE, Record, check_fields, opt
 
 # How measure.projection turns short epochs into a full epoch's time, stored with each study
 # so that trials projected one way are not ranked against trials projected another: 1, the

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from loadersearch._loader_config import CACHES, LoaderConfig
-from loadersearch.options import (
+from loadersearch._options import (
     DIR,
     FLAG,
     NUMBER,
@@ -42,7 +42,7 @@ PIPELINE_PARTS = ("dataset", "collate", "model", "loss", "step")  # a user pipel
 class PipelineSpec:
     """Your own pipeline, by reference: each part is ``"module:qualname"``, imported and called
     in the measuring process (a fresh Python process), so that a resume or another machine
-    rebuilds the same thing. What each part must be is in :mod:`loadersearch.workload.pipeline`.
+    rebuilds the same thing. What each part must be is in :mod:`loadersearch.workload._pipeline`.
     """
 
     dataset: str = opt(  # a Dataset class works too
@@ -212,7 +212,7 @@ class WorkloadSpec(Record):
     # Its options are PipelineSpec's (its own table, [pipeline]).
     pipeline: PipelineSpec | None = None
     # The built-in dataset's cache (the article's remedies for a slow data side): see
-    # workload/cache.py.
+    # workload/_cache.py.
     cache: str = opt(
         "none", choices=CACHES, noun="cache",
         help="Where the built-in dataset's images come from [default: none, each file "

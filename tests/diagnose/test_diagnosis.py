@@ -10,8 +10,8 @@ import pytest
 
 from loadersearch._loader_config import LoaderConfig
 from loadersearch.diagnose import COMPUTE, FETCH, PREP, Diagnosis, Measurement, diagnose
-from loadersearch.diagnose.findings import knee, scaling_ladder, stall_shares
-from loadersearch.diagnose.verdict import _verdict
+from loadersearch.diagnose._findings import knee, scaling_ladder, stall_shares
+from loadersearch.diagnose._verdict import _verdict
 from loadersearch.measure._plan import MeasurePlan
 from loadersearch.workload._spec import WorkloadSpec
 

@@ -20,9 +20,9 @@ from helpers.wait import wait_for
 
 from loadersearch._loader_config import LoaderConfig
 from loadersearch.measure import measure
+from loadersearch.measure._forkserver import serving
 from loadersearch.measure._plan import MeasurePlan
-from loadersearch.measure.forkserver import serving
-from loadersearch.measure.result import BAD_DATASET, ERROR, INFEASIBLE, OK, TIMEOUT
+from loadersearch.measure._result import BAD_DATASET, ERROR, INFEASIBLE, OK, TIMEOUT
 from loadersearch.workload._spec import WorkloadSpec
 
 IMG = 64
@@ -135,7 +135,7 @@ _CUDA_SPY = textwrap.dedent(
     torch._C._cuda_getDeviceCount = spy(torch._C._cuda_getDeviceCount, "device_count")
     torch.cuda._lazy_init = spy(torch.cuda._lazy_init, "lazy_init")
     del sys.argv[1]
-    from loadersearch.measure.forkserver import main
+    from loadersearch.measure._forkserver import main
     sys.exit(main())
     """
 )
@@ -193,7 +193,7 @@ _PARENT = textwrap.dedent(
     import sys, time
     from loadersearch import LoaderConfig, MeasurePlan, WorkloadSpec
     from loadersearch.measure import measure
-    from loadersearch.measure.forkserver import serving
+    from loadersearch.measure._forkserver import serving
     spec = WorkloadSpec(kind="emulated", data=sys.argv[1], img_size=64, device="cpu",
                         emulated_ms=(5.0, 0.0))
     plan = MeasurePlan(epochs=1, steps=2, windows_per_epoch=1, warmup_epochs=0)

@@ -12,7 +12,7 @@ import time
 import pytest
 
 from loadersearch.errors import LoaderSearchError
-from loadersearch.measure.hostload import BUSY_SHARE_ENV, HostLoad, HostLoadMeter, busy_share
+from loadersearch.measure._hostload import BUSY_SHARE_ENV, HostLoad, HostLoadMeter, busy_share
 
 # On this 2-core machine other test suites run beside ours: a threshold of 3/4 of the CPUs is
 # well above what a quiet-enough machine shows and well below what two burners take.

@@ -7,7 +7,8 @@ import os
 import pytest
 
 from loadersearch._loader_config import LoaderConfig
-from loadersearch.measure import measure, pagecache
+from loadersearch.measure import _pagecache as pagecache
+from loadersearch.measure import measure
 from loadersearch.measure._plan import MeasurePlan
 from loadersearch.workload._spec import WorkloadSpec
 

@@ -18,7 +18,7 @@ from helpers.wait import wait_for
 from loadersearch._loader_config import LoaderConfig
 from loadersearch.measure import measure
 from loadersearch.measure._plan import MeasurePlan
-from loadersearch.measure.result import (
+from loadersearch.measure._result import (
     BAD_SAMPLE,
     ERROR,
     INFEASIBLE,

@@ -8,7 +8,7 @@ import sys
 
 from helpers.small_shm import skip_without_private_mounts, under_small_shm
 
-from loadersearch.measure.shm import (
+from loadersearch.measure._shm import (
     ShmSpace,
     batch_bytes,
     check_shm,
@@ -59,7 +59,7 @@ _MEASURE = """
 import json, sys
 from loadersearch import LoaderConfig, MeasurePlan, WorkloadSpec
 from loadersearch.measure import measure
-from loadersearch.measure.shm import shm_space
+from loadersearch.measure._shm import shm_space
 spec = WorkloadSpec(kind="loader", data=sys.argv[1], img_size=256, device="cpu")
 plan = MeasurePlan(epochs=1, steps=2, windows_per_epoch=1, warmup_epochs=0, timeout_s=120)
 out = {"shm": shm_space().size_bytes}

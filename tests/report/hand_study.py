@@ -23,7 +23,7 @@ import optuna
 from optuna.trial import TrialState
 
 from loadersearch._loader_config import LoaderConfig
-from loadersearch.search.space import SearchSpace
+from loadersearch.search._space import SearchSpace
 
 SPACE = SearchSpace.from_dict(
     {

@@ -7,8 +7,8 @@ import optuna
 import pytest
 
 from loadersearch._loader_config import LoaderConfig
-from loadersearch.search.sampler import SAMPLERS, CandidateSampler, make_sampler
-from loadersearch.search.space import SearchSpace
+from loadersearch.search._sampler import SAMPLERS, CandidateSampler, make_sampler
+from loadersearch.search._space import SearchSpace
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 

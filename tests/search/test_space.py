@@ -6,8 +6,8 @@ import optuna
 import pytest
 
 from loadersearch._loader_config import DEFAULT_START_METHOD, LoaderConfig
-from loadersearch.search.confirm import trial_config
-from loadersearch.search.space import SearchSpace, SpaceError, parse_assignment
+from loadersearch.search._confirm import trial_config
+from loadersearch.search._space import SearchSpace, SpaceError, parse_assignment
 
 
 def test_space_range_accepts_low_high_and_a_batch_step() -> None:

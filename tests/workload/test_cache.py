@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 import torch
 
-from loadersearch.workload import cache
+from loadersearch.workload import _cache as cache
+from loadersearch.workload._datasets import collate, open_dataset, read_index
+from loadersearch.workload._datasets.decode import decode
 from loadersearch.workload._spec import WorkloadSpec
-from loadersearch.workload.datasets import collate, open_dataset, read_index
-from loadersearch.workload.datasets.decode import decode
 
 SIZE = 64
 

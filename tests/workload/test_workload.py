@@ -7,7 +7,7 @@ from torch import nn
 
 from loadersearch.workload import create_workload
 from loadersearch.workload._spec import WorkloadSpec
-from loadersearch.workload.yolov4_tiny import YOLOv4Tiny
+from loadersearch.workload._yolov4_tiny import YOLOv4Tiny
 
 
 class _Counting(nn.Module):
