@@ -57,7 +57,7 @@ def rank_worker_bound(ranks: int) -> int:
     """The top of one rank's worker ladder: the offline search's bound over the CPUs this
     process may run on (``os.sched_getaffinity``), shared by the ``ranks`` processes of the
     node (each gets ``cpus // ranks``, at least 1; one process: 2x the CPUs, at most 32)."""
-    from loadersearch.search.space import default_worker_bound
+    from loadersearch.search._space import default_worker_bound
 
     try:
         cpus = len(os.sched_getaffinity(0))
@@ -79,7 +79,7 @@ def stored_winner(study: str, storage: str | None, ranks: int = 1) -> LoaderConf
     hardware (the hardware guard: GPU model and count, CPU count); None, logged with the
     reason, when it is missing, empty or of other hardware: training never stops for want of
     a study (the callback tunes online instead)."""
-    from loadersearch.hardware import check_compatible, fingerprint
+    from loadersearch._hardware import check_compatible, fingerprint
     from loadersearch.report import open_study, summarize
 
     try:

@@ -72,7 +72,7 @@ def dataloader_arguments(study: str | None = None, storage: str | None = None) -
     :class:`loadersearch.errors.StudyError` when the study is missing or has no finished
     trial, and when it was measured on other hardware (the hardware guard)."""
     import loadersearch
-    from loadersearch.hardware import check_compatible, fingerprint
+    from loadersearch._hardware import check_compatible, fingerprint
     from loadersearch.report import open_study
 
     stored = open_study(storage, study)

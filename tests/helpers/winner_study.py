@@ -9,7 +9,7 @@ from __future__ import annotations
 import optuna
 
 from loadersearch import LoaderConfig
-from loadersearch.hardware import fingerprint
+from loadersearch._hardware import fingerprint
 from loadersearch.search import SearchSpace
 
 SPACE = SearchSpace.from_dict(
