@@ -74,36 +74,46 @@ def accelerator() -> bool:
     return bool(acc.is_available()) if acc is not None else torch.cuda.is_available()
 
 
-def stored_winner(study: str, storage: str | None, ranks: int = 1) -> LoaderConfig | None:
-    """The answer :func:`loadersearch.load_best` gives for ``study``, when the study is of this
-    hardware (the hardware guard: GPU model and count, CPU count); None, logged with the
-    reason, when it is missing, empty or of other hardware: training never stops for want of
-    a study (the callback tunes online instead)."""
+def study_winner(study: str | None, storage: str | None) -> tuple[LoaderConfig, int]:
+    """The answer :func:`loadersearch.load_best` gives for ``study`` (the confirmed winner,
+    else the best trial), and the ranks per node it was measured with. Raises
+    :class:`~loadersearch.errors.StudyError` when the study is missing or has no finished
+    feasible trial, and when it was measured on other hardware (the hardware guard: GPU
+    model and count, CPU count)."""
     from loadersearch._hardware import check_compatible, fingerprint
+    from loadersearch.errors import StudyError
     from loadersearch.report import open_study, summarize
 
+    stored = open_study(storage, study)
+    check_compatible(stored.user_attrs.get("hardware"), fingerprint(), allow_mixed=False)
+    summary = summarize(stored)
+    if summary.winner is None:
+        raise StudyError(
+            f"study {summary.study!r} has no finished feasible trial yet; run "
+            "`loadersearch run` until it has."
+        )
+    return summary.winner.config, summary.gpus
+
+
+def stored_winner(study: str, storage: str | None, ranks: int = 1) -> LoaderConfig | None:
+    """:func:`study_winner`'s configuration, or None, logged with the reason, when the study
+    is missing, empty or of other hardware: training never stops for want of a study (the
+    callback tunes online instead). A study measured with another number of ranks per node
+    is used, with a warning."""
     try:
-        stored = open_study(storage, study)
-        check_compatible(stored.user_attrs.get("hardware"), fingerprint(), allow_mixed=False)
-        summary = summarize(stored)
+        config, gpus = study_winner(study, storage)
     except LoaderSearchError as e:
         _logger.warning("loadersearch: not using study %r (%s); tuning online instead.", study, e)
         return None
-    if summary.winner is None:
-        _logger.warning(
-            "loadersearch: study %r has no finished feasible trial yet; tuning online instead.",
-            study,
-        )
-        return None
-    if summary.gpus != ranks:
+    if gpus != ranks:
         _logger.warning(
             "loadersearch: study %r measured %d rank(s) per node and this job runs %d: its "
             "winner's workers may not fit each rank's share of the CPUs.",
             study,
-            summary.gpus,
+            gpus,
             ranks,
         )
-    return summary.winner.config
+    return config
 
 
 def knobs_of(config: LoaderConfig) -> dict[str, Any]:

@@ -71,19 +71,17 @@ def dataloader_arguments(study: str | None = None, storage: str | None = None) -
     changes training): set ``per_device_train_batch_size`` yourself. Raises
     :class:`loadersearch.errors.StudyError` when the study is missing or has no finished
     trial, and when it was measured on other hardware (the hardware guard)."""
-    import loadersearch
-    from loadersearch._hardware import check_compatible, fingerprint
-    from loadersearch.report import open_study
-
-    stored = open_study(storage, study)
-    check_compatible(stored.user_attrs.get("hardware"), fingerprint(), allow_mixed=False)
-    return _fields(_loaders.knobs_of(loadersearch.load_best(storage, stored.study_name)))
+    return _fields(_loaders.knobs_of(_loaders.study_winner(study, storage)[0]))
 
 
 def fill_training_arguments(args: TrainingArguments, config: LoaderConfig) -> None:
     """Set ``args``' four ``dataloader_*`` fields to ``config``'s knobs (as this host may use
     them: pinned memory only with an accelerator)."""
-    for field, value in _fields(_loaders.knobs_of(config)).items():
+    _fill(args, _loaders.knobs_of(config))
+
+
+def _fill(args: TrainingArguments, knobs: dict[str, Any]) -> None:
+    for field, value in _fields(knobs).items():
         setattr(args, field, value)
 
 
@@ -217,8 +215,7 @@ class DataLoaderTuner(TrainerCallback):
 
     def _chosen(self, args: TrainingArguments, state: TrainerState) -> None:
         assert self.knobs is not None and self.source is not None
-        for field, value in _fields(self.knobs).items():
-            setattr(args, field, value)
+        _fill(args, self.knobs)
         record: dict[str, Any] = _loaders.choice_params(self.knobs, self.source)
         if self.report is not None:
             record.update(_loaders.report_metrics(self.report))
