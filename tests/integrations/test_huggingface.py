@@ -177,3 +177,18 @@ def test_without_transformers_the_import_says_which_extra_to_install() -> None:
         "loadersearch.integrations.FrameworkMissingError: transformers is not installed: "
         "pip install 'loadersearch[transformers]'"
     )
+
+
+@pytest.mark.slow
+def test_the_example_tunes_and_prints_the_arguments(tmp_path) -> None:
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    script = os.path.join(root, "examples", "huggingface_trainer.py")
+    args = ["--images", "256", "--size", "16", "--batch-size", "4", "--epochs", "2",
+            "--max-workers", "2", "--window-steps", "2",
+            "--out", str(tmp_path / "out")]  # fmt: skip
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
+    done = subprocess.run([sys.executable, script, *args], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Next run: TrainingArguments(..., dataloader_num_workers=" in done.stdout
+    assert "tuned online in" in done.stderr  # the log line

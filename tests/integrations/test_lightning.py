@@ -201,3 +201,18 @@ def test_without_lightning_the_import_says_which_extra_to_install() -> None:
         "loadersearch.integrations.FrameworkMissingError: lightning is not installed: "
         "pip install 'loadersearch[lightning]'"
     )
+
+
+@pytest.mark.slow
+def test_the_example_tunes_and_logs(tmp_path) -> None:
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    script = os.path.join(root, "examples", "lightning_tuner.py")
+    args = ["--images", "256", "--size", "16", "--batch-size", "4", "--epochs", "2",
+            "--max-workers", "2", "--window-steps", "2",
+            "--logs", str(tmp_path / "logs")]  # fmt: skip
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}  # busy 2 cores: no OpenMP spin-waits
+    done = subprocess.run([sys.executable, script, *args], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "(from online)" in done.stdout
+    assert "tuned online in" in done.stderr  # the log line
