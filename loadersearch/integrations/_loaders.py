@@ -1,5 +1,5 @@
 """What the Lightning and Hugging Face integrations share: the AutoLoader options a callback
-takes, the per-rank worker bound, a stored study's winner as this host may use it, a
+takes, the per-rank CPU budget, a stored study's winner as this host may use it, a
 DataLoader rebuilt with other knobs, and the choice as metrics, parameters and a log line.
 
 No framework is imported here: each integration hands in the DataLoader its framework built.
@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from torch.utils.data import DataLoader
 
     from loadersearch import LoaderConfig
+    from loadersearch._hardware import CpuBudget
     from loadersearch.online import OnlineReport
 
 _logger = logging.getLogger(__name__)
@@ -44,26 +45,32 @@ def autoloader_options(options: Mapping[str, Any], where: str) -> dict[str, Any]
     return dict(options)
 
 
-def local_ranks(default: int = 1) -> int:
-    """Training processes on this node: ``$LOCAL_WORLD_SIZE`` (torchrun, accelerate launch),
-    else ``default`` (what the framework says)."""
-    try:
-        return max(1, int(os.environ.get("LOCAL_WORLD_SIZE") or default))
-    except ValueError:
-        return max(1, default)
+def rank_budget(ranks: int | None = None, source: str | None = None) -> CpuBudget:
+    """This process's CPU budget (:func:`loadersearch._hardware.cpu_budget`: its affinity and
+    cgroup quota, shared by the training processes of the node): the ranks from
+    ``$LOCAL_WORLD_SIZE`` (torchrun, accelerate launch) when set, else ``ranks`` (what the
+    framework says, named by ``source``), else 1. Its ``worker_bound`` is the top of each
+    rank's worker ladder (``cpus // ranks``; one process: 2x the CPUs, at most 32), as the
+    offline search bounds ``--gpus N``."""
+    from loadersearch._hardware import RANKS_ENV, cpu_budget
+
+    if ranks is None or os.environ.get(RANKS_ENV):
+        return cpu_budget()
+    return cpu_budget(ranks, ranks_source=source)
 
 
-def rank_worker_bound(ranks: int) -> int:
-    """The top of one rank's worker ladder: the offline search's bound over the CPUs this
-    process may run on (``os.sched_getaffinity``), shared by the ``ranks`` processes of the
-    node (each gets ``cpus // ranks``, at least 1; one process: 2x the CPUs, at most 32)."""
-    from loadersearch.search._space import default_worker_bound
-
-    try:
-        cpus = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):  # no affinity call on this platform
-        cpus = os.cpu_count() or 1
-    return default_worker_bound(cpus, ranks)
+def ladder_options(options: Mapping[str, Any], budget: CpuBudget) -> dict[str, Any]:
+    """AutoLoader's ``options`` with ``max_workers`` from ``budget`` unless given, and the
+    budget said in a log line."""
+    out = dict(options)
+    if "max_workers" not in out:
+        out["max_workers"] = budget.worker_bound
+        _logger.info(
+            "loadersearch: CPU budget: %s; worker ladder up to %d.",
+            budget.describe(),
+            out["max_workers"],
+        )
+    return out
 
 
 def accelerator() -> bool:

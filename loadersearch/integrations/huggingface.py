@@ -96,9 +96,10 @@ class DataLoaderTuner(TrainerCallback):
     (:func:`loadersearch.load_best`) instead of tuning; a study that is missing, empty or of
     other hardware is logged and the callback tunes online. ``options``: AutoLoader's
     ``max_workers`` (default: this rank's share of the node's CPUs: the CPUs this process may
-    run on over ``$LOCAL_WORLD_SIZE``), ``tune_steps``, ``window_steps`` (rounded up to a
-    multiple of ``gradient_accumulation_steps``, since the Trainer fetches that many batches
-    at once), ``margin``, or a knob to fix (``prefetch_factor=2``).
+    use, affinity and cgroup quota, over ``$LOCAL_WORLD_SIZE``), ``tune_steps``,
+    ``window_steps`` (rounded up to a multiple of ``gradient_accumulation_steps``, since the
+    Trainer fetches that many batches at once), ``margin``, or a knob to fix
+    (``prefetch_factor=2``).
 
     Once chosen: the four ``dataloader_*`` fields of the Trainer's ``TrainingArguments`` hold
     the choice (the evaluation loaders built from then on use them too, as they would had you
@@ -157,8 +158,9 @@ class DataLoaderTuner(TrainerCallback):
         if why is not None:
             _logger.warning("loadersearch: not tuning the train DataLoader: %s.", why)
             return
+        budget = _loaders.rank_budget()  # $LOCAL_WORLD_SIZE ranks (torchrun, accelerate)
         if self.knobs is None and self.study is not None:
-            winner = _loaders.stored_winner(self.study, self.storage, _loaders.local_ranks())
+            winner = _loaders.stored_winner(self.study, self.storage, budget.ranks)
             if winner is not None:
                 self.knobs, self.source = _loaders.knobs_of(winner), f"study {self.study}"
         if self.knobs is not None:  # a study's winner, or chosen in an earlier train()
@@ -167,8 +169,7 @@ class DataLoaderTuner(TrainerCallback):
             return
         from loadersearch.online import autoloader
 
-        options = dict(self.options)
-        options.setdefault("max_workers", _loaders.rank_worker_bound(_loaders.local_ranks()))
+        options = _loaders.ladder_options(self.options, budget)
         accumulate = max(1, args.gradient_accumulation_steps)
         window = options.get("window_steps", 8)
         options["window_steps"] = -(-window // accumulate) * accumulate

@@ -68,7 +68,8 @@ class DataLoaderTuner(Callback):
 
     Under DDP each rank tunes its own loader over its ``DistributedSampler`` shard, its worker
     ladder bounded by its share of the node's CPUs (the CPUs this process may run on, divided
-    by ``$LOCAL_WORLD_SIZE`` or the Trainer's devices per node). Not tuned, logged: several
+    by ``$LOCAL_WORLD_SIZE`` or the Trainer's devices per node, cgroup CPU quota included:
+    :func:`loadersearch._hardware.cpu_budget`). Not tuned, logged: several
     train dataloaders, an iterable dataset, a DataLoader subclass, ``limit_train_batches``
     below the epoch's length (the epoch is cut where a segment may be running).
     """
@@ -115,9 +116,11 @@ class DataLoaderTuner(Callback):
         """What serves instead of Lightning's processed train DataLoader ``loader``."""
         from loadersearch.online import autoloader
 
-        ranks = _loaders.local_ranks(trainer.num_devices if trainer.world_size > 1 else 1)
+        budget = _loaders.rank_budget(
+            trainer.num_devices if trainer.world_size > 1 else None, "the Trainer's devices"
+        )
         if self.knobs is None and self.study is not None:
-            winner = _loaders.stored_winner(self.study, self.storage, ranks)
+            winner = _loaders.stored_winner(self.study, self.storage, budget.ranks)
             if winner is not None:
                 self.knobs, self.source = _loaders.knobs_of(winner), f"study {self.study}"
                 if winner.batch_size != loader.batch_size and loader.batch_size is not None:
@@ -139,8 +142,7 @@ class DataLoaderTuner(Callback):
                 len(loader),
             )
             return loader
-        options = dict(self.options)
-        options.setdefault("max_workers", _loaders.rank_worker_bound(ranks))
+        options = _loaders.ladder_options(self.options, budget)
         max_epochs = trainer.max_epochs
         epochs = max_epochs if max_epochs and max_epochs > 0 and trainer.max_steps < 0 else None
         self.loader = autoloader(loader, epochs=epochs, **options)

@@ -24,6 +24,7 @@ from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
 from loadersearch import AutoLoader, LoaderConfig
+from loadersearch._hardware import cpu_budget
 from loadersearch.integrations.lightning import DataLoaderTuner
 
 N = 320  # 80 batches of 4 an epoch
@@ -143,15 +144,20 @@ def test_it_tunes_during_the_first_epoch_and_logs_the_choice(tmp_path, caplog) -
 
 
 @pytest.mark.slow
-def test_each_rank_tunes_within_its_share_of_the_cpus(tmp_path, monkeypatch) -> None:
+def test_each_rank_tunes_within_its_share_of_the_cpus(tmp_path, monkeypatch, caplog) -> None:
     monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")  # what torchrun sets for 2 ranks per node
-    share = max(1, len(os.sched_getaffinity(0)) // 2)
+    caplog.set_level(logging.INFO, logger="loadersearch.integrations")
+    budget = cpu_budget()  # this process's CPUs, shared by the LOCAL_WORLD_SIZE ranks
+    share = budget.worker_bound
+    assert budget.ranks == 2 and share <= max(1, len(os.sched_getaffinity(0)) // 2)
     tuner = DataLoaderTuner(window_steps=2)  # no max_workers: the rank's share decides
     trainer = _trainer(tmp_path, tuner, max_epochs=1)
     trainer.fit(Model())
     top = tuner.loader.shape.warmup - 2  # a segment's warm-up: the ladder's top + 2 steps
     tried = {c.num_workers for c in tuner.loader.tuner.candidates}
     assert top <= share and max(tried) <= share and tried >= {0, 1}
+    assert any("CPU budget" in r.getMessage() and "2 ranks" in r.getMessage()
+               for r in caplog.records)  # fmt: skip
 
 
 @pytest.mark.slow
