@@ -46,7 +46,7 @@ def default_max_workers(budget: CpuBudget | None = None) -> int:
     this process's, :func:`~loadersearch._hardware.cpu_budget`: its affinity and cgroup
     quota, shared by the ``LOCAL_WORLD_SIZE`` ranks of a torchrun job): 2x the CPUs with one
     process, at most 32; ``cpus // ranks`` per rank under DDP."""
-    from loadersearch.search._space import default_worker_bound
+    from loadersearch.search import default_worker_bound
 
     return default_worker_bound(budget)
 
