@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import optuna
 
-from loadersearch import LoaderConfig
-from loadersearch._hardware import fingerprint
+from loadersearch import LoaderConfig, fingerprint
 from loadersearch.search import SearchSpace
 
 SPACE = SearchSpace.from_dict(
