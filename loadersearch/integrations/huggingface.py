@@ -113,8 +113,8 @@ class DataLoaderTuner(TrainerCallback):
 
     Not tuned, logged: a Trainer DataLoader that is not Accelerate's ``DataLoaderShard``
     over a plain DataLoader (a custom ``get_train_dataloader``, an iterable dataset, torchdata's
-    stateful loader), and a training resumed from a checkpoint (it would skip batches of a
-    loader the tuner has not built).
+    stateful loader), and online tuning in a training resumed from a checkpoint (it would skip
+    batches of a loader the tuner has not built; a study's winner is applied).
     """
 
     def __init__(self, study: str | None = None, storage: str | None = None, **options: Any):
@@ -153,8 +153,6 @@ class DataLoaderTuner(TrainerCallback):
             why = f"the train dataloader is a {type(base).__name__}, not a plain DataLoader"
         elif isinstance(base.dataset, IterableDataset):
             why = "an IterableDataset has no order to hand from one candidate loader to the next"
-        elif self.knobs is None and state.global_step > 0:
-            why = f"the training resumes from a checkpoint (step {state.global_step})"
         if why is not None:
             _logger.warning("loadersearch: not tuning the train DataLoader: %s.", why)
             return
@@ -166,6 +164,13 @@ class DataLoaderTuner(TrainerCallback):
         if self.knobs is not None:  # a study's winner, or chosen in an earlier train()
             train_dataloader.base_dataloader = _loaders.with_knobs(base, self.knobs)
             self._chosen(args, state)
+            return
+        if state.global_step > 0:  # the Trainer skips the first batches of a loader it rebuilds
+            _logger.warning(
+                "loadersearch: not tuning the train DataLoader: the training resumes from a "
+                "checkpoint (step %d).",
+                state.global_step,
+            )
             return
         from loadersearch.online import autoloader
 
