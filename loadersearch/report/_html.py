@@ -218,7 +218,12 @@ def _cost_and_machine(summary: Summary) -> str:
     return (
         f"<section><h2>What it cost</h2><p>{_e(cost(summary))}</p>{probed}</section>"
         f'<section><h2>Machine</h2><p id="machine">{_e(machine(summary.hardware))}.</p>'
-        f"<p>Noise: {_e(noise(summary))}.</p></section>"
+        + (
+            f'<p id="cpu-budget">CPU budget: {_e(summary.cpu_budget)}.</p>'
+            if summary.cpu_budget
+            else ""
+        )
+        + f"<p>Noise: {_e(noise(summary))}.</p></section>"
     )
 
 

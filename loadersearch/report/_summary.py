@@ -108,6 +108,7 @@ class Summary:
     pruning: dict[str, float]  # measured seconds saved by pruning, and spent measuring
     probe: dict[str, Any] | None
     hardware: dict[str, Any] = field(default_factory=dict)
+    cpu_budget: str | None = None  # the creator's CPU budget, in one line (CpuBudget.describe)
     finalists: list[Finalist] = field(default_factory=list)  # empty until confirmed
     confirm_s: float = 0.0  # seconds the confirmation measured
     confirmed_after: int | None = None  # finished trials the confirmation covered
@@ -168,6 +169,7 @@ def summarize(study: optuna.Study) -> Summary:
         pruning=_pruning(trials, _n_windows(attrs)),
         probe=attrs.get("probe"),
         hardware=attrs.get("hardware") or {},
+        cpu_budget=(attrs.get("cpu_budget") or {}).get("line"),
         gpus=int(stored_spec(attrs, "workload").get("gpus") or 1),
         finalists=finalists,
         confirm_s=_confirm_seconds(confirmation),
