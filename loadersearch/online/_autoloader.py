@@ -255,11 +255,14 @@ class AutoLoader:
             raise ValueError(f"margin must be in [0, 1) but got {margin}.")
         # the study's best configurations, and where to write the result back (storage, name)
         seeds, self._write_back = self._seeds(study, storage) if study else ([], None)
-        if not seeds and max_workers is None:
-            budget = cpu_budget()  # this process's CPUs, shared by LOCAL_WORLD_SIZE ranks
-            max_workers = default_max_workers(budget)
-            _logger.info("CPU budget: %s; worker ladder up to %d", budget.describe(), max_workers)
-        ladder = seeds or self._ladder(max_workers or 0)
+        ladder = seeds
+        if not seeds:
+            if max_workers is None:
+                budget = cpu_budget()  # this process's CPUs, shared by LOCAL_WORLD_SIZE ranks
+                max_workers = default_max_workers(budget)
+                _logger.info("CPU budget: %s; worker ladder up to %d", budget.describe(),
+                             max_workers)  # fmt: skip
+            ladder = self._ladder(max_workers)
         ladder = [self._base, *[c for c in ladder if c != self._base]]
         top = max(c.num_workers for c in ladder)
         self.shape = SegmentShape(warmup=top + 2, windows=4, window_steps=window_steps)
