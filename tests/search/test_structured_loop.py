@@ -13,12 +13,14 @@ from collections.abc import Callable
 import optuna
 import pytest
 
-from loadersearch.config import LoaderConfig
-from loadersearch.hardware import Hardware
-from loadersearch.search.opening import make_pruner
-from loadersearch.search.sampler import make_sampler
-from loadersearch.search.space import SearchSpace, config_from_params
-from loadersearch.search.study import enqueue_baselines
+from loadersearch import Hardware, LoaderConfig
+from loadersearch.search import (
+    SearchSpace,
+    config_from_params,
+    enqueue_baselines,
+    make_pruner,
+    make_sampler,
+)
 
 WINDOWS = 8
 NOISE = 0.04
