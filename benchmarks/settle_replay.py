@@ -95,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
             "replay)", "",
             f"`benchmarks/settle_replay.py --seeds {args.seeds} --set {args.set}`: each "
             f"landscape replayed to the full budget of {CAP} trials and, with the same seeds, "
-            "stopped once settled (loadersearch.search._settle: after at least 14 trials, 12 in "
+            "stopped once settled (loadersearch.search._settle: after at least 14 trials, 16 in "
             "a row that measured nothing above the best before them, and on a host of 4+ CPUs "
             "once the deepest prefetch was measured). Quality = the answer's truth / "
             f"the optimum, in %. Settled runs used {mean_trials:.1f} of {CAP} trials on "

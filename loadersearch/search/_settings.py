@@ -107,7 +107,7 @@ class StudySettings:
     settle: bool = opt(  # stop before `trials` once the answer is settled (search.settle)
         True, kind=OFF, flags=("--no-settle",),
         help="Spend the whole --trials budget, even once the answer is settled (by default the "
-        "study stops when none of the last 12 trials measured above the best, after at least "
+        "study stops when none of the last 16 trials measured above the best, after at least "
         "14 trials that cover the space). Same as settle = false in a spec's [study].",
     )  # fmt: skip
     # informational: classes of the user's dataset, in the spec file's [workload]

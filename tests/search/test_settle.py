@@ -18,6 +18,8 @@ from loadersearch.search._space import SearchSpace
 from loadersearch.search._study import run_study
 
 SPACE = SearchSpace(num_workers=(0, 4), batch_size=(8, 32))
+# The fewest finished trials that can settle: the minimum, and a best before the quiet run.
+EARLIEST = max(MIN_TRIALS, QUIET_FOR + 1)
 DISTS = SPACE.distributions()
 
 
@@ -49,9 +51,9 @@ def _flat_study(n: int, *, late_gain: float | None = None) -> optuna.Study:
 
 
 def test_a_flat_landscape_settles_once_it_is_covered_and_the_last_trials_gained_nothing():
-    s = settled(_flat_study(MIN_TRIALS), total=40, space=SPACE)
-    assert s is not None and s.after == MIN_TRIALS and s.total == 40
-    assert s.saved_s == 30.0 * (40 - MIN_TRIALS)
+    s = settled(_flat_study(EARLIEST), total=40, space=SPACE)
+    assert s is not None and s.after == EARLIEST and s.total == 40
+    assert s.saved_s == 30.0 * (40 - EARLIEST)
 
 
 def test_too_few_trials_never_settle():
@@ -59,24 +61,24 @@ def test_too_few_trials_never_settle():
 
 
 def test_any_measurement_above_the_best_in_the_last_trials_keeps_it_going():
-    assert settled(_flat_study(14, late_gain=0.10), total=40, space=SPACE) is None
+    assert settled(_flat_study(EARLIEST, late_gain=0.10), total=40, space=SPACE) is None
     # within the best's 3% precision too: the best is the largest of many noisy measurements,
     # so a real gain of a few percent looks like noise against it (the zoo's replay)
-    assert settled(_flat_study(14, late_gain=0.01), total=40, space=SPACE) is None
+    assert settled(_flat_study(EARLIEST, late_gain=0.01), total=40, space=SPACE) is None
     # a last trial that ties the best is quiet
-    assert settled(_flat_study(14, late_gain=0.0), total=40, space=SPACE) is not None
+    assert settled(_flat_study(EARLIEST, late_gain=0.0), total=40, space=SPACE) is not None
 
 
 WIDE = SearchSpace(num_workers=(0, 16), batch_size=(8, 32))
 
 
 def _wide_study(cpus: int | None, *, deepest: bool) -> optuna.Study:
-    """14 quiet trials over workers 0-16 on a host of ``cpus`` CPUs (None: not recorded), at
-    prefetch 2 and 4, and with ``deepest`` one at the largest prefetch."""
+    """EARLIEST quiet trials over workers 0-16 on a host of ``cpus`` CPUs (None: not
+    recorded), at prefetch 2 and 4, and with ``deepest`` one at the largest prefetch."""
     study = optuna.create_study(direction="maximize")
     if cpus is not None:
         study.set_user_attr("hardware", {"cpu_count": cpus})
-    for i in range(14):
+    for i in range(EARLIEST):
         _add(study, (0, 4, 8, 16)[i % 4], 8 * (1 + i % 4), 101.0 - (i % 3) * 0.5,
              prefetch=4 if i % 2 else 2, dists=WIDE.distributions())  # fmt: skip
     if deepest:
