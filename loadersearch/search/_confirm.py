@@ -204,7 +204,8 @@ def race_survivors(
     left measuring the leader below its worst by ``noise``. Without ``noise`` (None) the best
     case is unbounded and the worst a failed measurement (0): a rival is then out only when no
     measurement at all could make it the winner (with 3 rounds: its best of 2 below the
-    leader's worst of 2), and the winner is the one the whole budget of rounds would name."""
+    leader's worst of 2), and the winner is the one the whole budget of rounds would name. A
+    rival whose every measurement failed has no bound either."""
     left = rounds - done
     if left <= 0 or not active:
         return []
@@ -215,7 +216,10 @@ def race_survivors(
     for config in active:
         if config == leader:
             continue
-        cap = max(values[config]) * (1 + noise) if noise is not None else math.inf
+        best = max(values[config])
+        # A failed measurement (0) is no rate the noise could bound: without a good one, the
+        # rival's next measurement could be anything.
+        cap = best * (1 + noise) if noise is not None and best > 0 else math.inf
         if statistics.median([*values[config], *[cap] * left]) >= worst:
             kept.append(config)
     return kept

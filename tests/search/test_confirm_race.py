@@ -41,6 +41,11 @@ def test_the_noise_bound_drops_a_rival_beaten_beyond_it_after_one_round():
     assert race_survivors(values, [A, B, C], done=1, rounds=3, noise=0.10) == [A, C]
 
 
+def test_a_rival_whose_measurement_failed_is_not_bounded_by_the_noise():
+    values = {A: [100.0], B: [0.0]}  # a failure is no rate: its next one could be anything
+    assert race_survivors(values, [A, B], done=1, rounds=3, noise=0.10) == [A, B]
+
+
 def test_no_round_left_ends_the_race():
     assert race_survivors({A: [1.0], B: [2.0]}, [A, B], done=3, rounds=3) == []
 
