@@ -184,6 +184,7 @@ PHASE_NAMES = {
     "planned": "planned measured epochs",
     "extra": "epochs added for the precision",
     "teardown": "teardown",
+    "busy": "measured again, not kept (busy machine)",
     "storage": "storage and notes",
 }
 
@@ -196,6 +197,7 @@ def phase_rows(summary: Summary) -> list[list[str]]:
     return [
         [PHASE_NAMES.get(name, name), duration(seconds), f"{seconds / total:.0%}"]
         for name, seconds in summary.phases.items()
+        if seconds > 0 or name != "busy"  # a quiet study had no such phase
     ]
 
 
