@@ -20,9 +20,9 @@ import random
 import statistics
 import sys
 
-from loadersearch._loader_config import LoaderConfig
-from loadersearch.measure._result import OK, MeasureResult
-from loadersearch.search._confirm import (
+from loadersearch import LoaderConfig
+from loadersearch.measure import OK, MeasureResult
+from loadersearch.search import (
     MIN_ROUNDS,
     race_noise,
     race_survivors,

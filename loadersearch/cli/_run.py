@@ -18,9 +18,9 @@ from loadersearch.cli._options import (
     storage_option,
     workload_options,
 )
-from loadersearch.measure._plan import MeasurePlan
-from loadersearch.search._settings import StudySettings
-from loadersearch.workload._spec import WorkloadSpec
+from loadersearch.measure import MeasurePlan
+from loadersearch.search import StudySettings
+from loadersearch.workload import WorkloadSpec
 
 _SPACE_HELP = (
     "Narrow a knob: num_workers=2:12, batch_size=8:64:8 (step) or pow2:8:128, "
@@ -85,8 +85,7 @@ def run(spec_file: str | None, quiet: bool, no_wait: bool, **opts: Any) -> None:
                        --step mypkg.train:make_step --arg dataset.root=data
     """
     from loadersearch._hardware import fingerprint
-    from loadersearch.search._settings import Overrides, resolve_settings
-    from loadersearch.search._space import SpaceError, parse_assignment
+    from loadersearch.search import Overrides, SpaceError, parse_assignment, resolve_settings
     from loadersearch.storage import resolve_storage_url
 
     overrides = Overrides()

@@ -25,6 +25,7 @@ from typing import Any
 import torch
 from torch.utils.data import BatchSampler, DataLoader, Dataset, IterableDataset, Sampler
 
+from loadersearch._hardware import CpuBudget, cpu_budget
 from loadersearch._loader_config import LoaderConfig
 from loadersearch.online._report import OnlineReport, build_report
 from loadersearch.online._tuner import Axis, SegmentShape, Tuner, with_knob
@@ -40,12 +41,14 @@ _PREFETCH_VARIANTS = (4, 8)
 MIN_SEGMENTS = 6  # the default budget holds at least this many segments
 
 
-def default_max_workers() -> int:
-    """The top of the worker ladder: the offline search's bound (2x the logical CPUs, at most
-    32)."""
-    from loadersearch.search._space import default_worker_bound
+def default_max_workers(budget: CpuBudget | None = None) -> int:
+    """The top of the worker ladder: the offline search's bound for the CPU budget (default:
+    this process's, :func:`~loadersearch._hardware.cpu_budget`: its affinity and cgroup
+    quota, shared by the ``LOCAL_WORLD_SIZE`` ranks of a torchrun job): 2x the CPUs with one
+    process, at most 32; ``cpus // ranks`` per rank under DDP."""
+    from loadersearch.search import default_worker_bound
 
-    return default_worker_bound()
+    return default_worker_bound(budget)
 
 
 def _accelerator() -> bool:
@@ -249,9 +252,14 @@ class AutoLoader:
             raise ValueError(f"margin must be in [0, 1) but got {margin}.")
         # the study's best configurations, and where to write the result back (storage, name)
         seeds, self._write_back = self._seeds(study, storage) if study else ([], None)
-        ladder = seeds or self._ladder(
-            default_max_workers() if max_workers is None else max_workers
-        )
+        ladder = seeds
+        if not seeds:
+            if max_workers is None:
+                budget = cpu_budget()  # this process's CPUs, shared by LOCAL_WORLD_SIZE ranks
+                max_workers = default_max_workers(budget)
+                _logger.info("CPU budget: %s; worker ladder up to %d", budget.describe(),
+                             max_workers)  # fmt: skip
+            ladder = self._ladder(max_workers)
         ladder = [self._base, *[c for c in ladder if c != self._base]]
         top = max(c.num_workers for c in ladder)
         self.shape = SegmentShape(warmup=top + 2, windows=4, window_steps=window_steps)

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from loadersearch.errors import StudyError
-from loadersearch.measure._plan import MeasurePlan
+from loadersearch.measure import MeasurePlan
 from loadersearch.search._objective import METRIC_NAME
 from loadersearch.search._settings import (
     NOT_IDENTITY,
@@ -25,14 +25,13 @@ from loadersearch.search._settings import (
     require_loadersearch_study,
 )
 from loadersearch.search._space import SearchSpace
-from loadersearch.workload._device import uses_cuda
-from loadersearch.workload._spec import WorkloadSpec
+from loadersearch.workload import WorkloadSpec, uses_cuda
 
 if TYPE_CHECKING:
     import optuna
 
     from loadersearch._hardware import Hardware
-    from loadersearch.workload._refs import PipelineTrust
+    from loadersearch.workload import PipelineTrust
 
 _logger = logging.getLogger(__name__)
 
@@ -122,10 +121,13 @@ def ranks_notice(settings: StudySettings, hardware: Hardware) -> str:
         f"device; num_workers and batch_size are per rank. num_workers {lo}..{hi} per rank: "
         f"{n} x {hi} = {n * hi} workers"
     )
-    if n * hi <= hardware.cpu_count:
-        text += f" within the {hardware.cpu_count} CPUs they share"
+    from loadersearch._hardware import CpuBudget
+
+    cpus = CpuBudget.of(hardware, n).cpus  # the CPUs this process may use
+    if n * hi <= cpus:
+        text += f" within the {cpus} CPUs they share"
     else:
-        text += f" on {hardware.cpu_count} CPUs (more than the cores, as --space asked)"
+        text += f" on {cpus} CPUs (more than the CPUs, as --space asked)"
     return text + "; --space num_workers=LOW:HIGH changes it."
 
 
@@ -338,7 +340,7 @@ def settings_from_study(
     :func:`loadersearch.workload._refs.admit_stored` under ``trust`` (default: modules under the
     working directory only), its references shown with ``show`` before any is imported. The
     stored cache directory is not used: this machine's own default is."""
-    from loadersearch.workload._refs import PipelineTrust, admit_stored
+    from loadersearch.workload import PipelineTrust, admit_stored
 
     require_joinable(study)
     workload = WorkloadSpec.from_dict(stored_spec(study.user_attrs, "workload"))

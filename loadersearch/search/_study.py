@@ -28,10 +28,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from loadersearch._hardware import CpuBudget
 from loadersearch._loader_config import LoaderConfig
 from loadersearch.errors import NothingFeasibleError, StudyError
-from loadersearch.measure._prepare import Prepared, prepare
-from loadersearch.measure._result import INFEASIBLE_ADVICE
+from loadersearch.measure import INFEASIBLE_ADVICE, Prepared, prepare
 from loadersearch.search._baselines import baselines as baseline_rules
 from loadersearch.search._batchprobe import ProbeResult, probe_max_batch
 from loadersearch.search._confirm import confirm_study, confirmation_is_current
@@ -53,14 +53,15 @@ from loadersearch.search._progress import Progress
 from loadersearch.search._settings import StudySettings
 from loadersearch.search._settle import SETTLE_ATTR, settle_check
 from loadersearch.search._space import SearchSpace, SpaceError
-from loadersearch.workload._device import uses_cuda
+from loadersearch.workload import uses_cuda
 
 if TYPE_CHECKING:
     import optuna
 
     from loadersearch._hardware import Hardware
-    from loadersearch.workload._refs import PipelineTrust
+    from loadersearch.workload import PipelineTrust
 
+CPU_BUDGET_ATTR = "cpu_budget"  # the creator's CpuBudget.to_dict()
 _logger = logging.getLogger(__name__)
 
 CPU_NOTICE = (
@@ -214,7 +215,7 @@ def run_study(
     its stored spec is ``settings``'; ``create=False`` (a worker) only joins an existing study,
     with the settings :func:`join_study` read from it. ``reconfirm=True`` (``loadersearch
     confirm``) runs no trial and confirms the finalists again, current confirmation or not."""
-    from loadersearch.measure._forkserver import serving
+    from loadersearch.measure import serving
 
     # One fork server for every measurement of the run (probe, trials, confirmation): each
     # trial forks a fresh measuring process instead of starting Python and torch again.
@@ -313,7 +314,7 @@ def _prepare(settings: StudySettings, hardware: Hardware, progress: Progress) ->
     or a trial exists for it: a bad dataset stops here, creating nothing. A memmap cache is
     built once, before any trial (never inside a trial's timeout), for every cache mode the
     space searches; its cost is stored with the study (the answer shows it)."""
-    from loadersearch.measure._hostload import busy_share
+    from loadersearch.measure import busy_share
 
     busy_share()  # a bad $LOADERSEARCH_BUSY_SHARE is refused before anything is created
     space = settings.space
@@ -373,6 +374,7 @@ def _set_up(
         progress.study_ready(study, resumed=resumed, finished=before, target=settings.trials)
         if create:  # a worker adds nothing to the study
             _store_run_attrs(study, settings, ready)
+            _store_cpu_budget(study, settings, hardware)
         probe = ensure_probe(
             study,
             measured,
@@ -413,9 +415,23 @@ def _notices(
             f"{workload.storage_label()}: every sample read waits that long (a "
             "sleep), as on network storage or a hard disk; results describe that storage."
         )
+    lines.append(f"CPU budget: {run_cpu_budget(settings, hardware).describe()}.")
     if workload.gpus > 1:
         lines.append(ranks_notice(settings, hardware))
     return [*lines, *ready.shm_lines()]
+
+
+def run_cpu_budget(settings: StudySettings, hardware: Hardware) -> CpuBudget:
+    """The CPUs this run's measurements may use, shared by its ``--gpus`` ranks."""
+    return CpuBudget.of(hardware, settings.workload.gpus, "--gpus")
+
+
+def _store_cpu_budget(study: optuna.Study, settings: StudySettings, hardware: Hardware) -> None:
+    """The CPU budget of the run that created the study (``cpu_budget``:
+    :meth:`CpuBudget.to_dict`, its line included), which its default ranges and baselines
+    followed; the report shows it. Stored once, as the space and the baselines are."""
+    if CPU_BUDGET_ATTR not in study.user_attrs:
+        study.set_user_attr(CPU_BUDGET_ATTR, run_cpu_budget(settings, hardware).to_dict())
 
 
 def _store_run_attrs(study: optuna.Study, settings: StudySettings, ready: Prepared) -> None:

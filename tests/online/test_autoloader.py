@@ -14,7 +14,7 @@ from helpers import pipelines
 from torch.utils.data import BatchSampler, DataLoader, SequentialSampler
 
 import loadersearch
-from loadersearch.workload._emulated import EmulatedAccelerator
+from loadersearch.workload import EmulatedAccelerator
 
 # 2 ms per sample, batches of 4: one worker loads ~100 batches/s; the step takes 4 ms.
 DEVICE = EmulatedAccelerator(ms=(4.0, 0.0), mib=(0.0, 0.0), cap_bytes=None)
@@ -194,3 +194,26 @@ def test_on_a_gpu_pinned_memory_is_a_candidate_and_batches_reach_the_device() ->
     assert loader.config is not None and loader.report.images_per_s > 0
     loader.close()
     assert _workers() == []
+
+
+def test_the_worker_ladder_tops_at_the_cpu_budget_shared_by_torchrun_s_ranks(
+    monkeypatch, caplog
+) -> None:
+    from loadersearch._hardware import CpuBudget, cpu_budget
+    from loadersearch.online._autoloader import default_max_workers
+
+    assert default_max_workers(CpuBudget(cpus=3)) == 6  # one process: 2 x its CPUs
+    assert default_max_workers(CpuBudget(cpus=12, ranks=4)) == 3  # per rank: 12 // 4
+    cpus = cpu_budget(environ={}).cpus
+    if cpus < 2:
+        pytest.skip("needs 2 CPUs for 2 ranks of one CPU each")
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", str(cpus))  # one CPU per rank
+    with caplog.at_level("INFO", logger="loadersearch.online._autoloader"):
+        loader = loadersearch.AutoLoader(pipelines.Slow(n=40, ms=1.0), batch_size=4)
+    assert {c.num_workers for c in loader.tuner._ladder} == {0, 1}
+    assert f"CPU budget: {cpus} CPUs" in caplog.text
+    assert f"{cpus} ranks (LOCAL_WORLD_SIZE)" in caplog.text
+    monkeypatch.delenv("LOCAL_WORLD_SIZE")
+    alone = loadersearch.AutoLoader(pipelines.Slow(n=40, ms=1.0), batch_size=4)
+    assert max(c.num_workers for c in alone.tuner._ladder) <= 2 * cpus
+    assert max(c.num_workers for c in alone.tuner._ladder) > 1

@@ -11,7 +11,7 @@ import optuna
 import pytest
 from helpers.studies import HOST, quick_settings
 
-from loadersearch.measure._result import OK, MeasureResult, Window
+from loadersearch.measure import OK, MeasureResult, Window
 from loadersearch.report import machine_load, summarize
 from loadersearch.search._space import SearchSpace
 from loadersearch.search._study import run_study
@@ -84,7 +84,7 @@ def test_a_trial_still_busy_the_second_time_is_unreliable_and_the_report_says_so
     assert "1 measured on a busy machine were measured again" in text
     assert "unreliable: trial 1" in text
     # the trial's note in optuna-dashboard says it too
-    from loadersearch.report._notes import NoteContext, trial_note
+    from loadersearch.report import NoteContext, trial_note
 
     note = trial_note(busy, NoteContext.of(study))
     assert "**Unreliable**: other processes used 60% of the CPUs" in note
@@ -93,7 +93,7 @@ def test_a_trial_still_busy_the_second_time_is_unreliable_and_the_report_says_so
 
 
 def test_the_phase_table_counts_the_measurement_not_kept_apart_from_storage(tmp_path):
-    from loadersearch.report._format import phase_rows
+    from loadersearch.report import phase_rows
 
     settings = _one_config(tmp_path, trials=1)
     run_study(settings, measure_fn=_measurements((50.0, 0.8), (100.0, 0.05)), hardware=HOST)
@@ -105,7 +105,7 @@ def test_the_phase_table_counts_the_measurement_not_kept_apart_from_storage(tmp_
 
 
 def test_a_quiet_study_has_no_busy_phase(tmp_path):
-    from loadersearch.report._format import phase_rows
+    from loadersearch.report import phase_rows
 
     settings = _one_config(tmp_path, trials=1)
     run_study(settings, measure_fn=_measurements((100.0, 0.05)), hardware=HOST)
@@ -142,7 +142,7 @@ def test_a_machine_that_stays_busy_is_not_measured_twice_for_ever(tmp_path):
 def _pruned_then(*outcomes: tuple[str, float, float]):
     """A measure function whose n-th call ends as ``outcomes[n]``: (status, images/s, outside
     share); a pruned one reports its window, as the pruner saw it."""
-    from loadersearch.measure._result import PRUNED
+    from loadersearch.measure import PRUNED
 
     calls: list[tuple[str, float, float]] = []
 

@@ -10,8 +10,8 @@ from types import SimpleNamespace
 import optuna
 import pytest
 
-from loadersearch._loader_config import LoaderConfig
-from loadersearch.measure._result import OK, MeasureResult
+from loadersearch import LoaderConfig
+from loadersearch.measure import OK, MeasureResult
 from loadersearch.search._confirm import (
     confirm_study,
     race_noise,
@@ -164,8 +164,7 @@ def test_a_baseline_beaten_beyond_the_noise_is_measured_once_and_the_race_stops_
     assert confirmation["skipped"] == 4 and confirmation["rounds_done"] == 2
     assert confirmation["winner"] == 0
 
-    from loadersearch.report import summarize
-    from loadersearch.report._format import cost, finalist_cells, winner_evidence
+    from loadersearch.report import cost, finalist_cells, summarize, winner_evidence
 
     summary = summarize(study)
     assert "median of 2 interleaved re-measurements" in winner_evidence(summary.winner)

@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from loadersearch._hardware import Hardware
+from loadersearch import Hardware
 from loadersearch.search._settings import Overrides, SpecError, parse_size, resolve_settings
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -75,7 +75,7 @@ def test_a_spec_split_reaches_the_workload_and_the_measured_dataset(
 ) -> None:
     import shutil
 
-    from loadersearch.workload._datasets import open_dataset
+    from loadersearch.workload import open_dataset
 
     root = tmp_path / "splits"
     for split in ("train", "val"):
@@ -100,6 +100,17 @@ def test_the_per_rank_worker_bound_keeps_every_ranks_workers_within_the_cores(
     assert settings.workload.gpus == gpus
     assert settings.space.num_workers == (0, bound)
     assert gpus * bound <= cpus or bound == 1  # at least one worker per rank to try
+
+
+@pytest.mark.parametrize(("usable", "gpus", "bound"), [(4, 1, 8), (12, 4, 3), (3, 4, 1)])
+def test_the_default_worker_range_follows_the_cpu_budget_not_the_machine(
+    usable: int, gpus: int, bound: int
+) -> None:
+    # 64 CPUs on the machine, ``usable`` of them allowed (a quota or an affinity)
+    host = Hardware(cpu_count=64, physical_cores=32, usable_cpus=usable, gpu_count=gpus)
+    overrides = Overrides(workload={"gpus": gpus, "device": "cpu"})
+    settings = resolve_settings(None, overrides, hardware=host)
+    assert settings.space.num_workers == (0, bound)  # one rank 2 x usable, ranks usable // n
 
 
 def test_space_widens_the_per_rank_worker_bound() -> None:
@@ -127,8 +138,7 @@ def test_more_ranks_than_gpus_is_refused_naming_the_fix() -> None:
 
 
 def test_auto_resolves_to_the_device_the_study_is_named_and_sized_for() -> None:
-    from loadersearch.workload._device import resolved_workload
-    from loadersearch.workload._spec import WorkloadSpec
+    from loadersearch.workload import WorkloadSpec, resolved_workload
 
     gpu = Hardware(cpu_count=16, physical_cores=8, gpu_model="NVIDIA H200", gpu_count=1)
     assert resolved_workload(WorkloadSpec(kind="train"), gpu).device == "cuda"
