@@ -241,6 +241,9 @@ class AutoLoader:
         self.sampler = self._drawer.sampler
         self.batch_sampler = self._drawer.batch_sampler
         self.generator = self._drawer.generator
+        # The batch size the candidates carry (their label, the report's images): yours, or
+        # your batch sampler's (a DataLoader with a batch_sampler has batch_size None).
+        self._nominal = self.batch_size or getattr(self.batch_sampler, "batch_size", None) or 1
         self.epochs = epochs
         self._start_method = context
         self._base = self._config(
@@ -342,7 +345,7 @@ class AutoLoader:
         pf = knobs.get("prefetch_factor") if w > 0 else None
         return LoaderConfig(
             num_workers=w,
-            batch_size=self.batch_size or 1,
+            batch_size=self._nominal,
             pin_memory=bool(knobs.get("pin_memory", False)),
             prefetch_factor=pf,
             persistent_workers=False,  # decided once settled (it matters at epoch starts only)
@@ -476,9 +479,11 @@ class AutoLoader:
         finally:
             _shut_down(self._active)
             self._active = None
-        images = self.shape.window_steps * config.batch_size  # a window's, all batches full
+        sizes = [len(b) for b in batches]  # the images each window served, as served
+        images = [sum(sizes[a:b]) for a, b in zip(edges, edges[1:], strict=False)]
         rates = [
-            images / (b - a) if b > a else math.inf for a, b in zip(marks, marks[1:], strict=False)
+            n / (b - a) if b > a else math.inf
+            for n, a, b in zip(images, marks[:-1], marks[1:], strict=True)
         ]
         self.tuner.record(config, rates, start_s, marks[-1] - t_iter)
         _logger.debug("segment %s: %s images/s", config.label(), [f"{r:.1f}" for r in rates])
@@ -515,8 +520,8 @@ class AutoLoader:
         kwargs.pop("batch_size")
         if final.num_workers > 0 and self._start_method is None:
             kwargs.pop("multiprocessing_context")
-        epoch_images = len(self) * (self.batch_size or 1)  # as you passed it, for the report
-        if final.batch_size != self.batch_size:  # a batch size you listed won
+        epoch_images = len(self) * self._nominal  # as you passed it, for the report
+        if self._batch_sizes and final.batch_size != self.batch_size:  # one you listed won
             self.batch_size = final.batch_size
             self.batch_sampler = BatchSampler(self.sampler, final.batch_size, self.drop_last)
             self._final_batches.source = self.batch_sampler
