@@ -28,9 +28,9 @@ import statistics
 import sys
 import time
 
-from loadersearch.config import LoaderConfig, MeasurePlan, WorkloadSpec
-from loadersearch.measure import measure
-from loadersearch.measure.result import MeasureResult
+from loadersearch import LoaderConfig
+from loadersearch.measure import MeasurePlan, MeasureResult, measure
+from loadersearch.workload import WorkloadSpec
 
 SCENARIOS = {
     "slow-device": (0.0, 60.0),  # emulated a + b*batch ms

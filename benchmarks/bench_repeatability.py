@@ -21,10 +21,9 @@ import statistics
 import sys
 import time
 
-from loadersearch.config import LoaderConfig, MeasurePlan, WorkloadSpec
-from loadersearch.measure import measure
-from loadersearch.measure.forkserver import serving
-from loadersearch.measure.projection import coefficient_of_variation
+from loadersearch import LoaderConfig
+from loadersearch.measure import MeasurePlan, coefficient_of_variation, measure, serving
+from loadersearch.workload import WorkloadSpec
 
 
 def _load() -> str:

@@ -28,8 +28,9 @@ import os
 import statistics
 import time
 
-from loadersearch.config import LoaderConfig, MeasurePlan, WorkloadSpec
-from loadersearch.measure import measure
+from loadersearch import LoaderConfig
+from loadersearch.measure import MeasurePlan, measure
+from loadersearch.workload import WorkloadSpec
 
 # (scenario, cache, workers, prefetch_factor)
 LATENCY_ROWS = [

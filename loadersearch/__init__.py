@@ -3,7 +3,7 @@
 In Python: :func:`tune` searches the settings of your own pipeline (or the built-in
 workload), :func:`bench` measures one configuration, and :func:`load_best` is how a training
 script reads the winner back from the study that found it. ``tune``, ``bench`` and
-``TuneResult`` are imported on first use (:mod:`loadersearch.api`), so ``import loadersearch``
+``TuneResult`` are imported on first use (:mod:`loadersearch._api`), so ``import loadersearch``
 stays light. :class:`AutoLoader` (and :func:`autoloader`, which wraps a DataLoader you build)
 tunes the loader inside your training loop instead (:mod:`loadersearch.online`).
 """
@@ -12,42 +12,49 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from loadersearch.config import LoaderConfig, MeasurePlan, PipelineSpec, WorkloadSpec
+from loadersearch._hardware import Hardware, fingerprint
+from loadersearch._hostlock import measurement_lock
+from loadersearch._lazy import lazy_attribute
+from loadersearch._loader_config import DEFAULT_START_METHOD, LoaderConfig
+from loadersearch.measure import MeasurePlan
+from loadersearch.workload import PipelineSpec, WorkloadSpec
 
 if TYPE_CHECKING:
-    from loadersearch.api import TuneResult, bench, tune
+    from loadersearch._api import TuneResult, bench, tune
     from loadersearch.online import AutoLoader, autoloader
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "DEFAULT_START_METHOD",
     "AutoLoader",
+    "Hardware",
     "LoaderConfig",
     "MeasurePlan",
     "PipelineSpec",
     "TuneResult",
     "WorkloadSpec",
     "bench",
+    "fingerprint",
     "load_best",
+    "measurement_lock",
     "tune",
     "__version__",
     "autoloader",
 ]
 
-_LAZY = {"tune", "bench", "TuneResult"}  # from loadersearch.api
-_ONLINE = {"AutoLoader", "autoloader"}  # from loadersearch.online (imports torch)
+# Imported on first use (loadersearch._lazy): the API's module, and online/, which imports torch.
+_LAZY = {
+    "TuneResult": "_api",
+    "bench": "_api",
+    "tune": "_api",
+    "AutoLoader": "online",
+    "autoloader": "online",
+}
 
 
 def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        from loadersearch import api
-
-        return getattr(api, name)
-    if name in _ONLINE:
-        from loadersearch import online
-
-        return getattr(online, name)
-    raise AttributeError(f"module 'loadersearch' has no attribute {name!r}")
+    return lazy_attribute(__name__, _LAZY, name)
 
 
 def __dir__() -> list[str]:

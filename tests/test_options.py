@@ -1,4 +1,4 @@
-"""Each option is declared once (loadersearch/options.py): walk the declarations and check that
+"""Each option is declared once (loadersearch/_options.py): walk the declarations and check that
 every user-facing option reaches the command line, the spec file and the Python API, with one
 default and one help text."""
 
@@ -10,12 +10,10 @@ import inspect
 import pytest
 from click.testing import CliRunner
 
-from loadersearch import api
-from loadersearch.cli import cli
-from loadersearch.cli._options import DeclaredOption
-from loadersearch.config import LoaderConfig, MeasurePlan, PipelineSpec, WorkloadSpec
-from loadersearch.hardware import Hardware
-from loadersearch.options import (
+from loadersearch import _api as api
+from loadersearch._hardware import Hardware
+from loadersearch._loader_config import LoaderConfig
+from loadersearch._options import (
     FLAG,
     OFF,
     ON,
@@ -27,15 +25,18 @@ from loadersearch.options import (
     default_of,
     help_of,
 )
-from loadersearch.search.settings import (
-    _SECTIONS,
+from loadersearch.cli import DeclaredOption, cli
+from loadersearch.errors import SpecError
+from loadersearch.measure import MeasurePlan
+from loadersearch.search import (
+    KNOBS,
+    SPEC_SECTIONS,
     Overrides,
-    SpecError,
     StudySettings,
     load_spec_file,
     resolve_settings,
 )
-from loadersearch.search.space import KNOBS
+from loadersearch.workload import PipelineSpec, WorkloadSpec
 
 OWNERS = (LoaderConfig, WorkloadSpec, PipelineSpec, MeasurePlan, StudySettings)
 SECTION = {
@@ -148,7 +149,7 @@ def test_an_option_reaches_the_spec_file(owner, name, tmp_path) -> None:
         return
     section = o.section or SECTION[owner]
     key = o.key or name
-    assert (key in _SECTIONS[section]) == o.spec
+    assert (key in SPEC_SECTIONS[section]) == o.spec
     if not o.spec:
         return
     value = sample(owner, name)

@@ -26,8 +26,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from loadersearch.config import LoaderConfig, MeasurePlan, WorkloadSpec
-from loadersearch.measure.result import MeasureResult
+from loadersearch import LoaderConfig
+from loadersearch.measure import MeasurePlan, MeasureResult
+from loadersearch.workload import WorkloadSpec
 
 log = logging.getLogger(__name__)
 

@@ -16,12 +16,11 @@ from typing import Any
 from click.testing import CliRunner, Result
 
 from helpers.wait import wait_for
+from loadersearch import Hardware
 from loadersearch.cli import cli
-from loadersearch.config import MeasurePlan, WorkloadSpec
-from loadersearch.hardware import Hardware
-from loadersearch.measure.result import OK, MeasureResult, Window
-from loadersearch.search.settings import StudySettings
-from loadersearch.search.space import SearchSpace
+from loadersearch.measure import OK, MeasurePlan, MeasureResult, Window
+from loadersearch.search import SearchSpace, StudySettings
+from loadersearch.workload import WorkloadSpec
 
 # A machine fingerprint for studies whose measurements are injected.
 HOST = Hardware(host="test", cpu_count=2, physical_cores=2, gpu_count=0)
