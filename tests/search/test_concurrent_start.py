@@ -21,7 +21,7 @@ BASELINES = ["article", "pytorch", "ultralytics"]
 START = """
 import dataclasses, pathlib, sys
 from helpers.studies import HOST, quick_settings, steady_measure
-from loadersearch.search.study import run_study
+from loadersearch.search import run_study
 
 url, name, trials = sys.argv[1], sys.argv[2], int(sys.argv[3])
 settings = quick_settings(pathlib.Path("."), trials=trials)
