@@ -40,10 +40,6 @@ E2E_OPTIONS = [
     "--warmup-epochs", "1",
     "--warmup-steps", "2",
     "--seed", "3",
-    # Exactly the planned epochs: a study's default precision always adds a third epoch to
-    # two (a third of the study's measuring). The added epochs have tests of their own
-    # (tests/measure/test_loop.py), and the FAST studies (helpers.cliproc) keep the default.
-    "--precision", "0",
 ]  # fmt: skip
 
 
