@@ -304,7 +304,8 @@ def test_the_quick_path_make_dataset_then_run_ultralytics(tmp_path) -> None:
     args = ["run", "--ultralytics", data, "--model", "yolo11n.yaml", "--imgsz", str(IMGSZ),
             "--trials", "1", "--ultralytics-cache", "false", "--fix", "batch_size=4",
             "--space", "num_workers=0:1", "--no-baselines", "--no-probe", "--no-settle",
-            "--confirm-rounds", "0", "--epochs", "1", "--steps", "3", "--warmup-steps", "1",
+            "--confirm-rounds", "0", "--epochs", "1", "--steps", "3", "--windows", "1",
+            "--warmup-steps", "1",
             "--storage", f"sqlite:///{tmp_path / 'q.db'}", "--quiet"]  # fmt: skip
     result = runner.invoke(cli, args, catch_exceptions=False)
     assert result.exit_code == 0, result.output
