@@ -28,9 +28,11 @@ import statistics
 import sys
 import time
 
-from loadersearch.config import LoaderConfig, MeasurePlan, WorkloadSpec
+from loadersearch._loader_config import LoaderConfig
 from loadersearch.measure import measure
-from loadersearch.measure.result import MeasureResult
+from loadersearch.measure._plan import MeasurePlan
+from loadersearch.measure._result import MeasureResult
+from loadersearch.workload._spec import WorkloadSpec
 
 SCENARIOS = {
     "slow-device": (0.0, 60.0),  # emulated a + b*batch ms

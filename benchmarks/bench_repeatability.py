@@ -21,10 +21,12 @@ import statistics
 import sys
 import time
 
-from loadersearch.config import LoaderConfig, MeasurePlan, WorkloadSpec
+from loadersearch._loader_config import LoaderConfig
 from loadersearch.measure import measure
-from loadersearch.measure.forkserver import serving
-from loadersearch.measure.projection import coefficient_of_variation
+from loadersearch.measure._forkserver import serving
+from loadersearch.measure._plan import MeasurePlan
+from loadersearch.measure._projection import coefficient_of_variation
+from loadersearch.workload._spec import WorkloadSpec
 
 
 def _load() -> str:

@@ -152,8 +152,8 @@ def _timed_cli(argv: list[str]) -> None:
     import psycopg  # noqa: F401
     import pymysql  # noqa: F401 (imported before the gate opens, as the rest)
 
-    import loadersearch.search.budget  # noqa: F401
-    import loadersearch.search.study  # noqa: F401
+    import loadersearch.search._budget  # noqa: F401
+    import loadersearch.search._study  # noqa: F401
     from loadersearch.cli import main as cli_main
 
     # Every worker starts its first storage call at once, as a Slurm array's nodes do: the
@@ -500,7 +500,7 @@ def main() -> None:
     if not backends:
         raise SystemExit("give --postgres URL and/or --mysql URL (a test database each)")
 
-    from loadersearch.workload.synthetic import make_dataset
+    from loadersearch.workload._synthetic import make_dataset
 
     workdir = tempfile.mkdtemp(prefix="bench-shared-study-")
     data = os.path.join(workdir, "data")

@@ -28,8 +28,10 @@ import os
 import statistics
 import time
 
-from loadersearch.config import LoaderConfig, MeasurePlan, WorkloadSpec
+from loadersearch._loader_config import LoaderConfig
 from loadersearch.measure import measure
+from loadersearch.measure._plan import MeasurePlan
+from loadersearch.workload._spec import WorkloadSpec
 
 # (scenario, cache, workers, prefetch_factor)
 LATENCY_ROWS = [

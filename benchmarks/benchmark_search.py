@@ -56,8 +56,10 @@ from bench_search.report import (
     targets,
     write_results,
 )
-from loadersearch.config import LoaderConfig, MeasurePlan, WorkloadSpec
-from loadersearch.search.confirm import remeasure_interleaved
+from loadersearch._loader_config import LoaderConfig
+from loadersearch.measure._plan import MeasurePlan
+from loadersearch.search._confirm import remeasure_interleaved
+from loadersearch.workload._spec import WorkloadSpec
 
 log = logging.getLogger("benchmark_search")
 
@@ -121,15 +123,15 @@ class Setup:
     workload: WorkloadSpec
     plan: MeasurePlan
     grid: GridSpec
-    space: Any  # loadersearch.search.space.SearchSpace
+    space: Any  # loadersearch.search._space.SearchSpace
     data: str
     overhead_sizes: tuple[int, ...]
 
 
 def smoke_setup(args: argparse.Namespace, work: Path, ms: tuple[float, ...]) -> Setup:
     """The test suite's tiny run (and the options it overrides)."""
-    from loadersearch.search.space import SearchSpace
-    from loadersearch.workload.synthetic import make_dataset
+    from loadersearch.search._space import SearchSpace
+    from loadersearch.workload._synthetic import make_dataset
 
     data = str(work / "data")
     make_dataset(data, images=16, seed=7)
@@ -148,9 +150,9 @@ def smoke_setup(args: argparse.Namespace, work: Path, ms: tuple[float, ...]) -> 
 
 def full_setup(args: argparse.Namespace, hardware: Any, ms: tuple[float, ...]) -> Setup:
     """The benchmark's workload and plan (module docstring), the grid and the sampled space."""
-    from loadersearch.search.settings import cpu_bound, default_plan
-    from loadersearch.search.space import SearchSpace
-    from loadersearch.workload.synthetic import default_dataset
+    from loadersearch.search._settings import cpu_bound, default_plan
+    from loadersearch.search._space import SearchSpace
+    from loadersearch.workload._synthetic import default_dataset
 
     data = args.data or default_dataset()
     workload = WorkloadSpec(kind=args.workload, data=data, img_size=args.img_size, emulated_ms=ms)
@@ -209,8 +211,8 @@ def describe(args: argparse.Namespace, setup: Setup, hardware: Any, argv: list[s
 
 def study_overhead(args: argparse.Namespace, setup: Setup) -> list[dict[str, Any]]:
     """(0) The cost of the study itself per trial, with 10/100/1000 trials pre-filled."""
-    from loadersearch.search.opening import make_pruner
-    from loadersearch.search.sampler import DEFAULT_SAMPLER, make_sampler
+    from loadersearch.search._opening import make_pruner
+    from loadersearch.search._sampler import DEFAULT_SAMPLER, make_sampler
 
     if args.skip_overhead:
         return []
@@ -234,9 +236,9 @@ def run_methods(args: argparse.Namespace, setup: Setup, hardware: Any, lock: Hos
     """(1) the grid, (2) the rules of thumb, (3) per seed loadersearch with and without
     pruning and random search. Each run holds the host lock throughout (waiting for it is not
     billed to the run)."""
-    from loadersearch.search.baselines import baselines
-    from loadersearch.search.settings import StudySettings
-    from loadersearch.workload.device import uses_cuda
+    from loadersearch.search._baselines import baselines
+    from loadersearch.search._settings import StudySettings
+    from loadersearch.workload._device import uses_cuda
 
     runs = [run_grid(setup.grid.configs(), measure_one, lock)]
     gpu = uses_cuda(setup.workload, hardware)
@@ -310,9 +312,9 @@ def main(argv: list[str] | None = None) -> int:
     warnings.filterwarnings("ignore", module="optuna")
     import optuna
 
-    from loadersearch.hardware import fingerprint
+    from loadersearch._hardware import fingerprint
     from loadersearch.measure import measure
-    from loadersearch.measure.forkserver import serving
+    from loadersearch.measure._forkserver import serving
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     t_start = time.perf_counter()

@@ -2,7 +2,7 @@
 """Does settling early (``--trials`` as a cap, issue 26) cost answer quality? On every landscape
 of the zoo, the fair way (each measurement a fresh draw from the point's truth and noise),
 the default search replayed (a) to its full budget of 40 trials and (b) stopped once settled
-(:mod:`loadersearch.search.settle`), the same seeds: median and 10th percentile of the
+(:mod:`loadersearch.search._settle`), the same seeds: median and 10th percentile of the
 answer's quality (its truth / the optimum), and the trials the settled runs used.
 
     .venv/bin/python benchmarks/make_zoo.py                             # the tables
@@ -95,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
             "replay)", "",
             f"`benchmarks/settle_replay.py --seeds {args.seeds} --set {args.set}`: each "
             f"landscape replayed to the full budget of {CAP} trials and, with the same seeds, "
-            "stopped once settled (loadersearch.search.settle: after at least 14 trials, 12 in "
+            "stopped once settled (loadersearch.search._settle: after at least 14 trials, 12 in "
             "a row that measured nothing above the best before them, and on a host of 4+ CPUs "
             "once the deepest prefetch was measured). Quality = the answer's truth / "
             f"the optimum, in %. Settled runs used {mean_trials:.1f} of {CAP} trials on "

@@ -3,7 +3,7 @@
 In Python: :func:`tune` searches the settings of your own pipeline (or the built-in
 workload), :func:`bench` measures one configuration, and :func:`load_best` is how a training
 script reads the winner back from the study that found it. ``tune``, ``bench`` and
-``TuneResult`` are imported on first use (:mod:`loadersearch.api`), so ``import loadersearch``
+``TuneResult`` are imported on first use (:mod:`loadersearch._api`), so ``import loadersearch``
 stays light. :class:`AutoLoader` (and :func:`autoloader`, which wraps a DataLoader you build)
 tunes the loader inside your training loop instead (:mod:`loadersearch.online`).
 """
@@ -12,10 +12,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from loadersearch.config import LoaderConfig, MeasurePlan, PipelineSpec, WorkloadSpec
+from loadersearch._loader_config import LoaderConfig
+from loadersearch.measure._plan import MeasurePlan
+from loadersearch.workload._spec import PipelineSpec, WorkloadSpec
 
 if TYPE_CHECKING:
-    from loadersearch.api import TuneResult, bench, tune
+    from loadersearch._api import TuneResult, bench, tune
     from loadersearch.online import AutoLoader, autoloader
 
 __version__ = "0.1.0"
@@ -34,13 +36,13 @@ __all__ = [
     "autoloader",
 ]
 
-_LAZY = {"tune", "bench", "TuneResult"}  # from loadersearch.api
+_LAZY = {"tune", "bench", "TuneResult"}  # from loadersearch._api
 _ONLINE = {"AutoLoader", "autoloader"}  # from loadersearch.online (imports torch)
 
 
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
-        from loadersearch import api
+        from loadersearch import _api as api
 
         return getattr(api, name)
     if name in _ONLINE:

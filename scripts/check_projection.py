@@ -51,7 +51,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
-from loadersearch.config import LoaderConfig, MeasurePlan, WorkloadSpec  # noqa: E402
+from loadersearch import LoaderConfig, MeasurePlan, WorkloadSpec  # noqa: E402
 
 
 def _ints(text: str) -> list[int]:
@@ -96,7 +96,7 @@ def small_dataset(root: Path, images: int, shrink: int) -> str:
     decoding is cheap and the emulated storage latency dominates. Kept once made."""
     from PIL import Image
 
-    from loadersearch.workload.synthetic import make_dataset
+    from loadersearch.workload._synthetic import make_dataset
 
     done = root / f".complete-{images}-{shrink}"
     if done.exists():
@@ -154,9 +154,9 @@ def main(argv: list[str] | None = None) -> int:
     args = _args(argv)
     # PyTorch warns of more workers than CPUs: here that is the point (they sleep, as on I/O).
     warnings.filterwarnings("ignore", message="This DataLoader will create")
-    from loadersearch.hostlock import measurement_lock
+    from loadersearch._hostlock import measurement_lock
     from loadersearch.measure import measure
-    from loadersearch.search.settings import default_plan
+    from loadersearch.search._settings import default_plan
 
     data = small_dataset(args.data, args.images, args.shrink)
     spec = WorkloadSpec(

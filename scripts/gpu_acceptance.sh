@@ -73,7 +73,7 @@ fi
 CUDA_STATE=$("$PY" - 2>>"$LOG" <<'EOF'
 import torch
 
-from loadersearch.workload.device import cuda_available, cuda_unavailable_reason
+from loadersearch.workload._device import cuda_available, cuda_unavailable_reason
 
 if cuda_available():
     props = torch.cuda.get_device_properties(0)
@@ -175,7 +175,7 @@ EOF
 check_pinned() {
   "$PY" - <<'EOF'
 from loadersearch.config import LoaderConfig, MeasurePlan, WorkloadSpec
-from loadersearch.measure.loop import ShortEpochSampler, make_loader
+from loadersearch.measure._loop import ShortEpochSampler, make_loader
 from loadersearch.workload import create_workload
 import os
 w = create_workload(WorkloadSpec(kind="loader", device="cuda", data=os.environ["DATA"]))
@@ -211,7 +211,7 @@ check_nothing_left() {
     apps=$(nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv,noheader \
       2>&1 | tr '\n' ' ')
     # "[-]m": a pattern that does not match this check's own command line
-    left=$(pgrep -f "[-]m loadersearch.measure.child" | tr '\n' ' ' || true)
+    left=$(pgrep -f "[-]m loadersearch.measure._child" | tr '\n' ' ' || true)
     apps=${apps% } left=${left% }
     [ -z "$apps" ] && [ -z "$left" ] && break
     sleep 0.5

@@ -71,7 +71,7 @@ config = LoaderConfig(num_workers=2, batch_size=16, pin_memory=device == "cuda")
 plan = MeasurePlan(epochs=2, steps=8, windows_per_epoch=2, warmup_steps=4, timeout_s=150)
 job = json.dumps({"workload": spec.to_dict(), "config": config.to_dict(), "plan": plan.to_dict()})
 proc = subprocess.run(
-    [sys.executable, "-m", "loadersearch.measure.child", "--fd", "1", "--spec", job,
+    [sys.executable, "-m", "loadersearch.measure._child", "--fd", "1", "--spec", job,
      "--ranks", str(ranks)],
     capture_output=True, text=True, timeout=170,
 )
@@ -147,7 +147,7 @@ pids = []
 def kill_rank_1(window):
     if not pids:
         child = next(p for p in psutil.Process().children()
-                     if "loadersearch.measure.child" in " ".join(p.cmdline()))
+                     if "loadersearch.measure._child" in " ".join(p.cmdline()))
         pids.extend([child.pid] + [p.pid for p in child.children(recursive=True)])
         ranks = sorted(p.pid for p in child.children() if "spawn_main" in " ".join(p.cmdline()))
         os.kill(ranks[1], signal.SIGKILL)

@@ -13,8 +13,8 @@ from helpers import pipelines
 
 import loadersearch
 from loadersearch.errors import PipelineError, StudyError
-from loadersearch.measure.result import BAD_SAMPLE, ERROR, OK
-from loadersearch.search.study import join_study
+from loadersearch.measure._result import BAD_SAMPLE, ERROR, OK
+from loadersearch.search._study import join_study
 
 # Tiny measurements: the emulated device takes 20 ms a batch, the data are 8 px tensors.
 PLAN = {"epochs": 2, "steps": 2, "windows_per_epoch": 2, "warmup_steps": 1, "timeout_s": 120}
@@ -137,9 +137,9 @@ def test_bench_from_python_measures_as_the_bench_command_does() -> None:
 
     from click.testing import CliRunner
 
+    from loadersearch._hardware import fingerprint
     from loadersearch.cli import cli
-    from loadersearch.hardware import fingerprint
-    from loadersearch.measure.result import MeasureResult
+    from loadersearch.measure._result import MeasureResult
 
     plan = {**PLAN, "precision": 0}
     api = loadersearch.bench(
@@ -174,7 +174,8 @@ def test_the_api_is_imported_on_first_use() -> None:
     import sys
 
     code = (
-        "import sys, loadersearch; assert 'loadersearch.api' not in sys.modules; loadersearch.tune"
+        "import sys, loadersearch; assert 'loadersearch._api' not in sys.modules; "
+        "loadersearch.tune"
     )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     subprocess.run([sys.executable, "-c", code], check=True, env=env)
@@ -188,7 +189,8 @@ def test_dir_lists_the_lazy_names_without_importing_them() -> None:
         "import sys, loadersearch; names = dir(loadersearch); "
         "assert {'tune', 'bench', 'TuneResult', 'AutoLoader', 'autoloader'} <= set(names), names; "
         "assert set(loadersearch.__all__) <= set(names); "
-        "assert 'loadersearch.api' not in sys.modules and 'loadersearch.online' not in sys.modules"
+        "assert 'loadersearch._api' not in sys.modules "
+        "and 'loadersearch.online' not in sys.modules"
     )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     subprocess.run([sys.executable, "-c", code], check=True, env=env)

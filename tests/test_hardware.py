@@ -6,8 +6,7 @@ import sys
 
 import pytest
 
-from loadersearch.errors import StudyError
-from loadersearch.hardware import (
+from loadersearch._hardware import (
     Gpu,
     Hardware,
     _nvml_gpus,
@@ -17,11 +16,12 @@ from loadersearch.hardware import (
     parse_visible_devices,
     select_visible,
 )
+from loadersearch.errors import StudyError
 
 
 def test_fingerprint_names_versions_without_importing_torch():
     code = (
-        "import sys, json; from loadersearch.hardware import fingerprint; "
+        "import sys, json; from loadersearch._hardware import fingerprint; "
         "f = fingerprint(); print(json.dumps(f.to_dict())); assert 'torch' not in sys.modules"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

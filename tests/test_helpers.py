@@ -44,7 +44,7 @@ def test_wait_for_lets_any_other_error_through_at_once():
         ([sys.executable, "-m", "loadersearch", "--debug", "bench"], "loadersearch bench"),
         (["/venv/bin/loadersearch", "worker", "--study", "s"], "loadersearch worker"),
         ([sys.executable, "-c", f"{SERVER_ENTRY}; main()"], "a measurement fork server"),
-        ([sys.executable, "-m", "loadersearch.measure.child"], "a measuring child"),
+        ([sys.executable, "-m", "loadersearch.measure._child"], "a measuring child"),
         ([sys.executable, "-m", "loadersearch", "best", "--format", "env"], None),
         ([sys.executable, "-m", "loadersearch", "dashboard", "--port", "8080"], None),
         ([sys.executable, "-c", "print('run')"], None),

@@ -9,13 +9,13 @@ import time
 
 import pytest
 
+from loadersearch._hostlock import lock_path, measurement_lock
 from loadersearch.errors import StudyError
-from loadersearch.hostlock import lock_path, measurement_lock
 
 _HOLDER = textwrap.dedent(
     """
     import sys, time
-    from loadersearch.hostlock import measurement_lock
+    from loadersearch._hostlock import measurement_lock
     with measurement_lock():
         print("locked", flush=True)
         time.sleep(float(sys.argv[1]))
@@ -91,7 +91,7 @@ def test_the_lock_is_reentrant_within_one_process(lock_env):
             [
                 sys.executable,
                 "-c",
-                "from loadersearch.hostlock import measurement_lock as m\n"
+                "from loadersearch._hostlock import measurement_lock as m\n"
                 "with m(wait=False): pass",
             ],
             env=lock_env,

@@ -126,31 +126,31 @@ def _cycle_in(graph: dict[str, set[str]], component: set[str]) -> list[str]:
 
 def test_the_walk_sees_function_local_relative_and_type_checking_imports() -> None:
     modules = {
-        "loadersearch.config",
+        "loadersearch._loader_config",
         "loadersearch.measure",
-        "loadersearch.measure.body",
-        "loadersearch.measure.loop",
-        "loadersearch.measure.result",
-        "loadersearch.workload.cache",
+        "loadersearch.measure._body",
+        "loadersearch.measure._loop",
+        "loadersearch.measure._result",
+        "loadersearch.workload._cache",
     }
     source = (
         "from typing import TYPE_CHECKING\n"
-        "from . import body, measure_share\n"  # a submodule, then a name of the package
-        "from ..config import LoaderConfig\n"
+        "from . import _body, measure_share\n"  # a submodule, then a name of the package
+        "from .._loader_config import LoaderConfig\n"
         "if TYPE_CHECKING:\n"
-        "    from loadersearch.measure.result import Window\n"
+        "    from loadersearch.measure._result import Window\n"
         "def f():\n"
-        "    import loadersearch.workload.cache\n"
-        "    from loadersearch.measure.loop import run_loop\n"
+        "    import loadersearch.workload._cache\n"
+        "    from loadersearch.measure._loop import run_loop\n"
     )
-    assert _imports("loadersearch.measure.child", source, False, modules) == modules
+    assert _imports("loadersearch.measure._child", source, False, modules) == modules
     # in a package's __init__.py, "." is the package itself
-    assert _imports("loadersearch.measure", "from .result import Window", True, modules) == {
-        "loadersearch.measure.result"
+    assert _imports("loadersearch.measure", "from ._result import Window", True, modules) == {
+        "loadersearch.measure._result"
     }
     graph = _graph()  # the real tree: the body imports the loop inside its function only
-    assert "loadersearch.measure.loop" in graph["loadersearch.measure.body"]
-    assert "loadersearch.diagnose.measuring" in graph["loadersearch.diagnose.verdict"]
+    assert "loadersearch.measure._loop" in graph["loadersearch.measure._body"]
+    assert "loadersearch.diagnose._measuring" in graph["loadersearch.diagnose._verdict"]
 
 
 def test_a_cycle_is_found_and_named_from_its_first_module() -> None:

@@ -1,4 +1,4 @@
-"""Each option is declared once (loadersearch/options.py): walk the declarations and check that
+"""Each option is declared once (loadersearch/_options.py): walk the declarations and check that
 every user-facing option reaches the command line, the spec file and the Python API, with one
 default and one help text."""
 
@@ -10,12 +10,10 @@ import inspect
 import pytest
 from click.testing import CliRunner
 
-from loadersearch import api
-from loadersearch.cli import cli
-from loadersearch.cli._options import DeclaredOption
-from loadersearch.config import LoaderConfig, MeasurePlan, PipelineSpec, WorkloadSpec
-from loadersearch.hardware import Hardware
-from loadersearch.options import (
+from loadersearch import _api as api
+from loadersearch._hardware import Hardware
+from loadersearch._loader_config import LoaderConfig
+from loadersearch._options import (
     FLAG,
     OFF,
     ON,
@@ -27,7 +25,10 @@ from loadersearch.options import (
     default_of,
     help_of,
 )
-from loadersearch.search.settings import (
+from loadersearch.cli import cli
+from loadersearch.cli._options import DeclaredOption
+from loadersearch.measure._plan import MeasurePlan
+from loadersearch.search._settings import (
     _SECTIONS,
     Overrides,
     SpecError,
@@ -35,7 +36,8 @@ from loadersearch.search.settings import (
     load_spec_file,
     resolve_settings,
 )
-from loadersearch.search.space import KNOBS
+from loadersearch.search._space import KNOBS
+from loadersearch.workload._spec import PipelineSpec, WorkloadSpec
 
 OWNERS = (LoaderConfig, WorkloadSpec, PipelineSpec, MeasurePlan, StudySettings)
 SECTION = {

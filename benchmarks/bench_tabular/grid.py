@@ -26,8 +26,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from loadersearch.config import LoaderConfig, MeasurePlan, WorkloadSpec
-from loadersearch.measure.result import MeasureResult
+from loadersearch._loader_config import LoaderConfig
+from loadersearch.measure._plan import MeasurePlan
+from loadersearch.measure._result import MeasureResult
+from loadersearch.workload._spec import WorkloadSpec
 
 log = logging.getLogger(__name__)
 

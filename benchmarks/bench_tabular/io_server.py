@@ -37,7 +37,7 @@ class SlowStorage:
 
 
 def _install() -> None:
-    import loadersearch.workload.datasets as datasets
+    import loadersearch.workload._datasets as datasets
 
     real = datasets.open_dataset
 
@@ -51,6 +51,6 @@ def _install() -> None:
 
 if __name__ == "__main__":
     _install()
-    from loadersearch.measure.forkserver import main
+    from loadersearch.measure._forkserver import main
 
     sys.exit(main())

@@ -61,7 +61,7 @@ class _Group(click.Group):
             interrupt = e if isinstance(e, Interrupted) else Interrupted()
             _stop(ctx, e, _interrupted_line(interrupt), interrupt.exit_code)
         except Exception as e:
-            from loadersearch.limits import environment_error
+            from loadersearch._limits import environment_error
             from loadersearch.storage._url import scrub_known
 
             # a full disk, too many open files: not a bug
@@ -165,15 +165,17 @@ def cli(ctx: click.Context, debug: bool) -> None:
 
 
 # The commands, after ``cli`` exists. Imported as modules (not their commands by name) so
-# that ``loadersearch.cli.report`` stays the module.
-from loadersearch.cli import bench as _bench  # noqa: E402
-from loadersearch.cli import confirm as _confirm  # noqa: E402
-from loadersearch.cli import dashboard as _dashboard  # noqa: E402
-from loadersearch.cli import diagnose as _diagnose  # noqa: E402
-from loadersearch.cli import make_dataset as _make_dataset  # noqa: E402
-from loadersearch.cli import report as _report  # noqa: E402
-from loadersearch.cli import run as _run  # noqa: E402
-from loadersearch.cli import worker as _worker  # noqa: E402
+# that ``loadersearch.cli._report`` stays the module.
+from loadersearch.cli import (  # noqa: E402
+    _bench,
+    _confirm,
+    _dashboard,
+    _diagnose,
+    _make_dataset,
+    _report,
+    _run,
+    _worker,
+)
 
 for _command in (
     _make_dataset.make_dataset,

@@ -1,5 +1,5 @@
 """The commands' options. Those of a dataclass field (the loader knobs, the workload, the plan,
-the study) are derived from its declaration (:mod:`loadersearch.options`): flags, type, help
+the study) are derived from its declaration (:mod:`loadersearch._options`): flags, type, help
 and bounds are written there once; :func:`option` makes the click option, :func:`given_values`
 reads what was given back as the spec file keys it. The rest belong to one command or to its
 way of running (--no-wait, the pipeline's references and trust)."""
@@ -13,14 +13,8 @@ from typing import Any
 
 import click
 
-from loadersearch.config import (
-    PIPELINE_PARTS,
-    LoaderConfig,
-    MeasurePlan,
-    PipelineSpec,
-    WorkloadSpec,
-)
-from loadersearch.options import (
+from loadersearch._loader_config import LoaderConfig
+from loadersearch._options import (
     DIR,
     FLAG,
     NUMBER,
@@ -36,7 +30,9 @@ from loadersearch.options import (
     help_of,
     parse_size,
 )
-from loadersearch.search.settings import StudySettings
+from loadersearch.measure._plan import MeasurePlan
+from loadersearch.search._settings import StudySettings
+from loadersearch.workload._spec import PIPELINE_PARTS, PipelineSpec, WorkloadSpec
 
 no_wait_option = click.option(
     "--no-wait",
@@ -47,9 +43,9 @@ no_wait_option = click.option(
 
 
 def pipeline_trust(opts: dict[str, Any]) -> Any:
-    """The :class:`~loadersearch.workload.refs.PipelineTrust` of ``--pipeline-path`` and
+    """The :class:`~loadersearch.workload._refs.PipelineTrust` of ``--pipeline-path`` and
     ``--trust-pipeline``, removed from ``opts``."""
-    from loadersearch.workload.refs import PipelineTrust
+    from loadersearch.workload._refs import PipelineTrust
 
     return PipelineTrust(
         paths=tuple(opts.pop("pipeline_paths", ()) or ()),
@@ -58,7 +54,7 @@ def pipeline_trust(opts: dict[str, Any]) -> Any:
 
 
 class SizeType(click.ParamType):
-    """A size such as 6GiB, 6G or 6000MiB (see :func:`loadersearch.config.parse_size`)."""
+    """A size such as 6GiB, 6G or 6000MiB (see :func:`loadersearch._options.parse_size`)."""
 
     name = "SIZE"
 
@@ -123,7 +119,7 @@ pipeline_trust_options = _apply(
 )
 
 class DeclaredOption(click.Option):
-    """A command-line option derived from a field's :class:`~loadersearch.options.Option`;
+    """A command-line option derived from a field's :class:`~loadersearch._options.Option`;
     ``declaration`` is (the dataclass, the field's name, whether the help is the field's)."""
 
     def __init__(self, *args: Any, declaration: tuple[type, str, bool], **kwargs: Any) -> None:
@@ -197,7 +193,7 @@ def study_option(help: str = "Study name (default: the only one in the storage).
 
 def given_values(opts: dict[str, Any], owner: type) -> dict[str, Any]:
     """The options of ``owner`` that were given, removed from ``opts``, keyed as a spec file
-    keys them (:class:`~loadersearch.search.settings.Overrides`): a switch given (--no-probe,
+    keys them (:class:`~loadersearch.search._settings.Overrides`): a switch given (--no-probe,
     --allow-mixed-hardware) is its value, one not given is not."""
     out: dict[str, Any] = {}
     for name, o in declared(owner).items():

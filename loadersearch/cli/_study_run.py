@@ -7,8 +7,8 @@ import time
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from loadersearch.hardware import Hardware
-    from loadersearch.search.settings import StudySettings
+    from loadersearch._hardware import Hardware
+    from loadersearch.search._settings import StudySettings
 
 
 def run_and_render(
@@ -21,17 +21,17 @@ def run_and_render(
     publish: bool = True,
     **run: Any,
 ) -> None:
-    """Run the study of ``settings`` (:func:`~loadersearch.search.study.run_study`, with
+    """Run the study of ``settings`` (:func:`~loadersearch.search._study.run_study`, with
     ``run``'s keyword arguments) under a progress display, then print its answer.
 
     ``no_wait``: refuse now when the host is busy (later trials queue for it as usual);
     ``notes``: each trial this process finishes is noted in optuna-dashboard; ``publish``: so
     is the study's answer (a worker leaves that to the run that confirms)."""
-    from loadersearch.hardware import fingerprint
-    from loadersearch.hostlock import measurement_lock
+    from loadersearch._hardware import fingerprint
+    from loadersearch._hostlock import measurement_lock
     from loadersearch.report import make_progress, render_summary, summarize, trial_hooks
     from loadersearch.report import publish as publish_note
-    from loadersearch.search.study import run_study
+    from loadersearch.search._study import run_study
 
     if no_wait:
         with measurement_lock(wait=False):

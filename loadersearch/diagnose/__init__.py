@@ -8,8 +8,8 @@ what-ifs and a timeline per measurement); :func:`write_outputs` writes it as JSO
 
 from __future__ import annotations
 
-from loadersearch.diagnose.diagnosis import diagnose
-from loadersearch.diagnose.findings import (
+from loadersearch.diagnose._diagnosis import diagnose
+from loadersearch.diagnose._findings import (
     COMPUTE,
     FETCH,
     PREP,
@@ -17,7 +17,7 @@ from loadersearch.diagnose.findings import (
     Measurement,
     Remedy,
 )
-from loadersearch.diagnose.timeline import Sampler, Timeline
+from loadersearch.diagnose._timeline import Sampler, Timeline
 
 __all__ = [
     "COMPUTE",

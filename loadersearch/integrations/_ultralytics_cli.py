@@ -8,9 +8,10 @@ from typing import Any
 
 import click
 
-from loadersearch.config import PIPELINE_PARTS, MeasurePlan, WorkloadSpec
-from loadersearch.options import OFF, ON, declared, default_of
-from loadersearch.search.settings import StudySettings
+from loadersearch import MeasurePlan, WorkloadSpec
+from loadersearch._options import OFF, ON, declared, default_of
+from loadersearch.search import StudySettings
+from loadersearch.workload._spec import PIPELINE_PARTS
 
 
 def api_options(opts: dict[str, Any], owner: type) -> dict[str, Any]:
@@ -41,10 +42,10 @@ def run_ultralytics(
     no_wait: bool,
 ) -> None:
     """``run``'s remaining ``opts`` (click's parameter names) for the Ultralytics studies."""
+    from loadersearch._hostlock import measurement_lock
     from loadersearch.cli._options import parse_arg
-    from loadersearch.hostlock import measurement_lock
     from loadersearch.integrations import ultralytics as ul
-    from loadersearch.search.space import SpaceError, parse_assignment
+    from loadersearch.search._space import SpaceError, parse_assignment
 
     if opts.pop("search_cache", False):
         raise click.UsageError(

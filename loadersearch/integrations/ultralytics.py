@@ -52,20 +52,17 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from loadersearch.config import (
-    DEFAULT_PRECISION,
-    PLATFORM_START_METHOD,
-    LoaderConfig,
-    PipelineSpec,
-)
+from loadersearch import LoaderConfig, PipelineSpec
+from loadersearch._loader_config import PLATFORM_START_METHOD
+from loadersearch._options import PATH, TABLE, WHOLE, opt
 from loadersearch.errors import LoaderSearchError, SpecError
 from loadersearch.integrations import require
-from loadersearch.options import PATH, TABLE, WHOLE, opt
+from loadersearch.measure._plan import DEFAULT_PRECISION
 
 if TYPE_CHECKING:
     import torch
 
-    from loadersearch.api import TuneResult
+    from loadersearch._api import TuneResult
     from loadersearch.report import BaselineResult
 
 __all__ = ["UltralyticsResult", "UltralyticsSpec", "answer_lines", "pipeline_spec", "tune"]
@@ -456,7 +453,7 @@ def _first_line(e: BaseException) -> str:
 
 def _cuda(device: str | None) -> tuple[bool, int]:
     """Whether the measurement trains on CUDA, and the GPUs their loader counts (``nd``)."""
-    from loadersearch.hardware import fingerprint
+    from loadersearch._hardware import fingerprint
 
     gpus = fingerprint().gpu_count
     cuda = (device or "auto") != "cpu" and gpus > 0
@@ -605,9 +602,9 @@ class _StudyProgress:
 def study_progress(choice: str, trials: int | None, *, quiet: bool = False, err: bool = True):
     """The display of the study of cache ``choice``: ``loadersearch run``'s (on stderr when
     ``err``; nothing but the answer when ``quiet``), its answer the winner alone."""
-    from loadersearch.options import default_of
+    from loadersearch._options import default_of
     from loadersearch.report import make_progress
-    from loadersearch.search.settings import StudySettings
+    from loadersearch.search import StudySettings
 
     target = trials or default_of(StudySettings, "trials")
     return _StudyProgress(make_progress(quiet=quiet, target=target, err=err), choice)

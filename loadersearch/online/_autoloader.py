@@ -25,7 +25,7 @@ from typing import Any
 import torch
 from torch.utils.data import BatchSampler, DataLoader, Dataset, IterableDataset, Sampler
 
-from loadersearch.config import LoaderConfig
+from loadersearch._loader_config import LoaderConfig
 from loadersearch.online._report import OnlineReport, build_report
 from loadersearch.online._tuner import Axis, SegmentShape, Tuner, with_knob
 
@@ -43,7 +43,7 @@ MIN_SEGMENTS = 6  # the default budget holds at least this many segments
 def default_max_workers() -> int:
     """The top of the worker ladder: the offline search's bound (2x the logical CPUs, at most
     32)."""
-    from loadersearch.search.space import default_worker_bound
+    from loadersearch.search._space import default_worker_bound
 
     return default_worker_bound()
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from loadersearch.config import LoaderConfig
+from loadersearch._loader_config import LoaderConfig
 
 if TYPE_CHECKING:
     from loadersearch.online._tuner import Tuner

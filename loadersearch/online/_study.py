@@ -12,7 +12,7 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from loadersearch.config import LoaderConfig
+from loadersearch._loader_config import LoaderConfig
 from loadersearch.errors import LoaderSearchError
 
 if TYPE_CHECKING:
@@ -32,10 +32,10 @@ def seeds_from_study(
     loader by ``fit`` (your batch size and fixed knobs), and where to write back (storage URL,
     study name); none of either when the study is missing or of other hardware. The study is
     read read-only here; :func:`record_online` opens it for writing when there is a result."""
-    from loadersearch.hardware import check_compatible, fingerprint
+    from loadersearch._hardware import check_compatible, fingerprint
     from loadersearch.report import open_study, summarize
     from loadersearch.report._study import space_fixed
-    from loadersearch.search.confirm import feasible_complete, trial_config
+    from loadersearch.search._confirm import feasible_complete, trial_config
     from loadersearch.storage import resolve_storage_url
 
     try:
@@ -68,9 +68,9 @@ def record_online(target: tuple[str, str], report: OnlineReport) -> None:
     its parameters those of the chosen configuration that the study's space holds."""
     import optuna
 
-    from loadersearch.search.objective import CONSTRAINT
-    from loadersearch.search.opening import stored_spec
-    from loadersearch.search.space import SearchSpace
+    from loadersearch.search._objective import CONSTRAINT
+    from loadersearch.search._opening import stored_spec
+    from loadersearch.search._space import SearchSpace
     from loadersearch.storage import open_storage
     from loadersearch.storage._url import scrub
 

@@ -6,7 +6,7 @@ measured (its workers start and deliver their first round), then ``windows`` win
 ``window_steps`` steps. Every candidate's segment has the same shape, so window ``k`` means
 the same position after a loader start in every segment: the windows are paired, as the
 offline study's windows are, and a candidate is dropped only when the offline pruner's test
-(:func:`loadersearch.search.pruner.clearly_slower`) says it is clearly slower than the best,
+(:func:`loadersearch.search._pruner.clearly_slower`) says it is clearly slower than the best,
 window for window.
 
 The order, without a study: climb the worker ladder (0, 1, 2, 4, ...) until a rung is clearly
@@ -24,9 +24,9 @@ import statistics
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
-from loadersearch.config import LoaderConfig
-from loadersearch.measure.projection import coefficient_of_variation
-from loadersearch.search.pruner import clearly_slower, noise_margin
+from loadersearch._loader_config import LoaderConfig
+from loadersearch.measure._projection import coefficient_of_variation
+from loadersearch.search._pruner import clearly_slower, noise_margin
 
 
 @dataclass(frozen=True)

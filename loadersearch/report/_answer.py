@@ -3,7 +3,7 @@ the lines to paste (for a DDP job: the sampler, the per-rank loader and the torc
 
 from __future__ import annotations
 
-from loadersearch.config import LoaderConfig
+from loadersearch._loader_config import LoaderConfig
 from loadersearch.errors import StudyError
 from loadersearch.report._study import open_study
 from loadersearch.report._summary import Summary, summarize
@@ -39,7 +39,7 @@ def answer_lines(summary: Summary) -> list[str]:
         raise StudyError(f"study {summary.study!r} has no feasible trial yet.")
     config = summary.winner.config
     if summary.gpus > 1:
-        from loadersearch.measure.rank_results import paste_lines
+        from loadersearch.measure._rank_results import paste_lines
 
         return paste_lines(config, summary.gpus)
     return [config.snippet()]

@@ -100,7 +100,7 @@ def write_report(study: optuna.Study, out_dir: str) -> list[str]:
 def _diagnosis_pair(study: optuna.Study, out_dir: str) -> tuple[str, str] | None:
     """PyTorch's defaults beside the winner, as `loadersearch diagnose` measured them and
     stored them in the study: the PNG written and the index's section, or None."""
-    from loadersearch.diagnose.plots import PAIR_ATTR, pair_png
+    from loadersearch.diagnose._plots import PAIR_ATTR, pair_png
 
     record = study.user_attrs.get(PAIR_ATTR)
     if not record:

@@ -6,7 +6,7 @@ The article's table ("4 cores + RTX 2060: 4-6 workers; 6 cores + 2070S: 8-12; 8 
 12-16") is a guess; this one is what the studies measured. Rates of different workloads do not
 compare, speedups do: each study contributes its winner and the winner's speedup over the
 better of the two rules of thumb it measured (the source article's "2 x physical cores" and
-Ultralytics', :mod:`loadersearch.search.baselines`); PyTorch's defaults are not a rule of
+Ultralytics', :mod:`loadersearch.search._baselines`); PyTorch's defaults are not a rule of
 thumb. A class's best configuration is the winner most of its studies agree on (ties: the one
 with the larger speedup).
 """
@@ -116,7 +116,7 @@ def machines(
 
     import optuna
 
-    from loadersearch.search.settings import foreign_study_problems
+    from loadersearch.search._settings import foreign_study_problems
     from loadersearch.storage import open_existing_storage, resolve_storage_url
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)

@@ -1,6 +1,6 @@
 """How ``loadersearch run`` (on stdout) and :func:`loadersearch.tune` (on stderr) show a study
 while it runs: a live rich panel on a terminal, plain lines (one per event) otherwise, nothing
-with --quiet (``verbose=False``). The displays of :class:`~loadersearch.search.progress.Progress`
+with --quiet (``verbose=False``). The displays of :class:`~loadersearch.search._progress.Progress`
 the command line and the API share; they write to the terminal only when they are given one."""
 
 from __future__ import annotations
@@ -12,13 +12,13 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from loadersearch.search.progress import Progress
+from loadersearch.search._progress import Progress
 
 if TYPE_CHECKING:
     import optuna
 
-    from loadersearch.config import LoaderConfig
-    from loadersearch.measure.result import MeasureResult, Window
+    from loadersearch._loader_config import LoaderConfig
+    from loadersearch.measure._result import MeasureResult, Window
 
 
 class _Tracker(Progress):

@@ -4,10 +4,10 @@ sampler, pruner, baselines, batch-size probe, confirmation, and the shared-budge
 
 from __future__ import annotations
 
-from loadersearch.search.opening import settings_from_study
-from loadersearch.search.settings import StudySettings, resolve_settings
-from loadersearch.search.space import SearchSpace
-from loadersearch.search.study import RunOutcome, join_study, run_study
+from loadersearch.search._opening import settings_from_study
+from loadersearch.search._settings import StudySettings, resolve_settings
+from loadersearch.search._space import SearchSpace
+from loadersearch.search._study import RunOutcome, join_study, run_study
 
 __all__ = [
     "RunOutcome",

@@ -6,10 +6,10 @@ from __future__ import annotations
 import errno
 import os
 
+from loadersearch._units import fmt_bytes
 from loadersearch.errors import DiskFullError, StorageError
 from loadersearch.storage._artifacts import ARTIFACTS_ENV
 from loadersearch.storage._sqlite import filesystem_type
-from loadersearch.units import fmt_bytes
 
 # SQLite in WAL mode appends every transaction to the -wal file and checkpoints it back every
 # 1000 pages (4 MiB); the database grows by a few KiB a trial. Below this much free space a

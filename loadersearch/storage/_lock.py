@@ -20,8 +20,8 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from loadersearch._filelock import lock_exclusive
 from loadersearch.errors import StorageError
-from loadersearch.filelock import lock_exclusive
 
 _logger = logging.getLogger(__name__)
 

@@ -1,8 +1,8 @@
 """The YOLOv4-tiny training workload: model, loss, datasets and augmentation.
 
-:func:`create_workload` turns a :class:`~loadersearch.config.WorkloadSpec` into what the timed
-loop needs: the dataset (with its collate and worker init), the device, and one ``step`` per
-batch (YOLOv4-tiny training, nothing for ``loader``, a sleeping stand-in for ``emulated``).
+:func:`create_workload` turns a :class:`WorkloadSpec` into what the timed loop needs: the
+dataset (with its collate and worker init), the device, and one ``step`` per batch (YOLOv4-tiny
+training, nothing for ``loader``, a sleeping stand-in for ``emulated``).
 Importing this package does not import torch; :func:`create_workload` does.
 """
 
@@ -14,8 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from loadersearch.config import WorkloadSpec
-from loadersearch.workload.device import resolve_device
+from loadersearch.workload._device import resolve_device
+from loadersearch.workload._spec import WorkloadSpec
 
 logger = logging.getLogger(__name__)
 
@@ -50,7 +50,7 @@ class Workload:
     step: Callable[[Any], None]
     emulated: bool = False
     notes: list[str] = field(default_factory=list)
-    # emulated allocation peak in bytes, after the run (CUDA peaks: loadersearch.measure.cuda)
+    # emulated allocation peak in bytes, after the run (CUDA peaks: loadersearch.measure._cuda)
     peak_vram: Callable[[], int | None] = lambda: None
     cuda: bool = False
 
@@ -72,9 +72,9 @@ def _train_step(
 ) -> Callable:
     import torch
 
-    from loadersearch.workload.loss import YoloLoss
-    from loadersearch.workload.step import make_optimizer, train_step
-    from loadersearch.workload.yolov4_tiny import YOLOv4Tiny
+    from loadersearch.workload._loss import YoloLoss
+    from loadersearch.workload._step import make_optimizer, train_step
+    from loadersearch.workload._yolov4_tiny import YOLOv4Tiny
 
     cuda = device.type == "cuda"
     model = YOLOv4Tiny(num_classes=num_classes).to(device)
@@ -113,7 +113,7 @@ def create_workload(
 
     A CUDA device comes with its index (``cuda:N``, the current device), so that every
     ``torch.cuda`` call on it names the device explicitly. On CUDA the measurement enforces
-    ``spec.vram_cap`` (:mod:`loadersearch.measure.cuda`); for ``emulated`` it is checked
+    ``spec.vram_cap`` (:mod:`loadersearch.measure._cuda`); for ``emulated`` it is checked
     against the emulated allocation at the first step. ``batch_size`` is the configuration's
     (every batch has it: fixed sampler, drop_last); the emulated accelerator consumes batches
     of that size (without it: the length of the batch's first element, YOLOv4-tiny's images).
@@ -122,9 +122,9 @@ def create_workload(
     """
     import torch
 
-    from loadersearch.workload.datasets import open_dataset, worker_init_fn
-    from loadersearch.workload.emulated import EmulatedAccelerator, EmulatedStorage, describe
-    from loadersearch.workload.loss import collate_with_layout
+    from loadersearch.workload._datasets import open_dataset, worker_init_fn
+    from loadersearch.workload._emulated import EmulatedAccelerator, EmulatedStorage, describe
+    from loadersearch.workload._loss import collate_with_layout
 
     device_type = resolve_device(spec.device)
     cuda = device_type == "cuda"
@@ -138,7 +138,7 @@ def create_workload(
 
     pipeline = None
     if spec.pipeline is not None:
-        from loadersearch.workload.pipeline import build_pipeline
+        from loadersearch.workload._pipeline import build_pipeline
 
         pipeline = build_pipeline(
             spec.pipeline,
@@ -233,13 +233,13 @@ class PipelineData:
 def check_data(spec: WorkloadSpec) -> Any:
     """Check the dataset ``spec`` measures, whole, before anything is measured (the built-in
     dataset is generated first when missing): a
-    :class:`~loadersearch.workload.datasets.DatasetCheck`, or
+    :class:`~loadersearch.workload._datasets.DatasetCheck`, or
     :class:`~loadersearch.errors.DatasetError` naming the first problem; for a user pipeline,
     a :class:`PipelineData` (the built-in dataset is neither read nor generated). Does not
     import torch."""
     if spec.pipeline is not None:
         return PipelineData(spec.pipeline.dataset)
-    from loadersearch.workload.datasets import check_dataset
+    from loadersearch.workload._datasets import check_dataset
 
     return check_dataset(
         spec.data if spec.data is not None else _default_data(),
@@ -250,13 +250,13 @@ def check_data(spec: WorkloadSpec) -> Any:
 def prepare_cache(spec: WorkloadSpec) -> Any:
     """Before anything is measured (no torch): build the memmap cache of ``spec``'s dataset at
     its image size when it is missing or stale, or check that a RAM cache fits in memory. A
-    :class:`~loadersearch.workload.cache.CacheInfo` (where, how big, the build time), or None
+    :class:`~loadersearch.workload._cache.CacheInfo` (where, how big, the build time), or None
     without a cache. ``spec.device`` should be resolved (``auto`` is taken as CUDA when torch
     sees it), since the train workload's image size depends on it."""
     if spec.cache == "none" or spec.pipeline is not None:
         return None
-    from loadersearch.workload import cache
-    from loadersearch.workload.datasets import read_index
+    from loadersearch.workload import _cache as cache
+    from loadersearch.workload._datasets import read_index
 
     root = spec.data if spec.data is not None else _default_data()
     index = read_index(
@@ -280,11 +280,11 @@ def prepare_cache(spec: WorkloadSpec) -> Any:
 
 def preload_workload(spec: WorkloadSpec) -> None:
     """Read, once, what every measurement of ``spec`` shares and a fork can inherit: the
-    dataset's label index (:func:`~loadersearch.workload.datasets.dataset.preload_index`).
+    dataset's label index (:func:`~loadersearch.workload._datasets.dataset.preload_index`).
     Never the device: this runs in the measurement's fork server, which must not initialise
     CUDA (a forked child could not use it), so nothing here depends on the device or the
     image size. ``spec.data`` None (the generated default) is left to the measurement."""
-    from loadersearch.workload.datasets.dataset import preload_index
+    from loadersearch.workload._datasets.dataset import preload_index
 
     if spec.data is not None:
         preload_index(
@@ -296,6 +296,6 @@ def preload_workload(spec: WorkloadSpec) -> None:
 
 
 def _default_data() -> str:
-    from loadersearch.workload.synthetic import default_dataset
+    from loadersearch.workload._synthetic import default_dataset
 
     return default_dataset()

@@ -10,7 +10,7 @@ from click.testing import CliRunner
 from helpers.procs import measurement_processes
 
 from loadersearch.cli import cli
-from loadersearch.measure.result import MeasureResult
+from loadersearch.measure._result import MeasureResult
 
 TINY = ["--img-size", "64", "--device", "cpu", "--epochs", "1", "--steps", "2", "--windows", "1"]
 
@@ -46,7 +46,7 @@ def test_help_documents_the_invalid_configuration_decision_and_exit_codes():
 
 
 def test_bench_module_does_not_import_torch():
-    code = "import sys, loadersearch.cli.bench; assert 'torch' not in sys.modules"
+    code = "import sys, loadersearch.cli._bench; assert 'torch' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)
 
 

@@ -8,10 +8,12 @@ import dataclasses
 
 import pytest
 
-from loadersearch.config import LoaderConfig, MeasurePlan, WorkloadSpec
+from loadersearch._loader_config import LoaderConfig
 from loadersearch.diagnose import COMPUTE, FETCH, PREP, Diagnosis, Measurement, diagnose
-from loadersearch.diagnose.findings import knee, scaling_ladder, stall_shares
-from loadersearch.diagnose.verdict import _verdict
+from loadersearch.diagnose._findings import knee, scaling_ladder, stall_shares
+from loadersearch.diagnose._verdict import _verdict
+from loadersearch.measure._plan import MeasurePlan
+from loadersearch.workload._spec import WorkloadSpec
 
 PLAN = MeasurePlan(epochs=2, steps=3, windows_per_epoch=1, warmup_steps=1, timeout_s=120)
 

@@ -40,17 +40,17 @@ DATA_FIXTURES = frozenset({"tiny_dataset", "tiny_voc", "tiny_coco", "pipeline_db
 
 def measuring_helpers() -> list[object]:
     """The functions and option lists that only a measuring test uses."""
-    import loadersearch.api
+    import loadersearch._api
     import loadersearch.diagnose
     import loadersearch.measure
-    import loadersearch.measure.runner
+    import loadersearch.measure._runner
     from helpers import cliproc, procs, studies
 
     return [
         loadersearch.measure.measure,
-        loadersearch.measure.runner.measure,
-        loadersearch.api.tune,
-        loadersearch.api.bench,
+        loadersearch.measure._runner.measure,
+        loadersearch._api.tune,
+        loadersearch._api.bench,
         loadersearch.diagnose.diagnose,
         cliproc.FAST,  # the options of a CLI study
         cliproc.start_cli,
@@ -171,8 +171,8 @@ def whole_study_helpers() -> list[object]:
     import optuna
 
     from helpers import studies
-    from loadersearch.search.budget import optimize_to_total
-    from loadersearch.search.study import run_study
+    from loadersearch.search._budget import optimize_to_total
+    from loadersearch.search._study import run_study
 
     return [run_study, optimize_to_total, optuna.study.Study.optimize, studies.quick_settings]
 

@@ -6,8 +6,8 @@ import os
 
 import psutil
 
-CHILD_MODULE = "loadersearch.measure.child"
-SERVER_MODULE = "loadersearch.measure.forkserver"
+CHILD_MODULE = "loadersearch.measure._child"
+SERVER_MODULE = "loadersearch.measure._forkserver"
 SERVER_ENTRY = f"from {SERVER_MODULE} import main"  # in a fork server's (and its forks') cmdline
 
 
@@ -23,7 +23,7 @@ def measurement_processes(root: int | None = None) -> list[psutil.Process]:
     """The measuring child(ren) under ``root`` (default: this process), each followed by all
     its descendants (the DataLoader workers). A measuring child is a process a fork server
     forked (the server itself, idle between measurements, is not one) or one started as
-    ``python -m loadersearch.measure.child``."""
+    ``python -m loadersearch.measure._child``."""
     children = []
     for server in fork_servers(root):
         try:

@@ -16,12 +16,13 @@ from typing import Any
 from click.testing import CliRunner, Result
 
 from helpers.wait import wait_for
+from loadersearch._hardware import Hardware
 from loadersearch.cli import cli
-from loadersearch.config import MeasurePlan, WorkloadSpec
-from loadersearch.hardware import Hardware
-from loadersearch.measure.result import OK, MeasureResult, Window
-from loadersearch.search.settings import StudySettings
-from loadersearch.search.space import SearchSpace
+from loadersearch.measure._plan import MeasurePlan
+from loadersearch.measure._result import OK, MeasureResult, Window
+from loadersearch.search._settings import StudySettings
+from loadersearch.search._space import SearchSpace
+from loadersearch.workload._spec import WorkloadSpec
 
 # A machine fingerprint for studies whose measurements are injected.
 HOST = Hardware(host="test", cpu_count=2, physical_cores=2, gpu_count=0)

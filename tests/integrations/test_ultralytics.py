@@ -19,9 +19,9 @@ from click.testing import CliRunner
 os.environ.setdefault("YOLO_OFFLINE", "1")
 os.environ.setdefault("YOLO_CONFIG_DIR", tempfile.mkdtemp(prefix="loadersearch-yolo-config-"))
 
+from loadersearch._options import declared, default_of, help_of  # noqa: E402
 from loadersearch.cli import cli  # noqa: E402
 from loadersearch.integrations import ultralytics as ul  # noqa: E402
-from loadersearch.options import declared, default_of, help_of  # noqa: E402
 
 pytest.importorskip("ultralytics")  # the test extra installs it; a bare install skips here
 
@@ -212,7 +212,7 @@ import os
 os.environ.pop("YOLO_OFFLINE", None)  # the integration sets it itself
 import torch
 from loadersearch.integrations import ultralytics as ul
-from loadersearch.workload.pipeline import build_pipeline
+from loadersearch.workload._pipeline import build_pipeline
 data, imgsz = sys.argv[1], int(sys.argv[2])
 spec = ul.UltralyticsSpec(data=data, imgsz=imgsz, hyp={"nbs": 4})
 # what a measuring process builds, in its order

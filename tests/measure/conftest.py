@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from loadersearch.config import MeasurePlan
+from loadersearch.measure._plan import MeasurePlan
 
 
 @pytest.fixture

@@ -19,7 +19,7 @@ import torch
 from torch.cuda._utils import _get_device_index
 
 import loadersearch
-from loadersearch.measure.cuda import (
+from loadersearch.measure._cuda import (
     CALLS,
     CapTooSmall,
     CudaMemory,
@@ -221,7 +221,7 @@ def test_without_a_cap_nothing_is_limited_but_the_overhead_is_still_measured() -
 
 @pytest.mark.cuda
 def test_on_a_gpu_the_cap_is_enforced_at_the_tightened_fraction() -> None:
-    from loadersearch.measure.probes import Probes
+    from loadersearch.measure._probes import Probes
 
     index = torch.cuda.current_device()
     probes = Probes(index)

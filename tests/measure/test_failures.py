@@ -10,9 +10,9 @@ from torch._utils import ExceptionWrapper
 from torch.utils.data._utils.pin_memory import pin_memory
 
 from loadersearch.errors import BadSampleError, DatasetError, DeviceError
-from loadersearch.measure.cuda import CapTooSmall
-from loadersearch.measure.failures import classify_exception, classify_exit
-from loadersearch.measure.result import (
+from loadersearch.measure._cuda import CapTooSmall
+from loadersearch.measure._failures import classify_exception, classify_exit
+from loadersearch.measure._result import (
     BAD_DATASET,
     BAD_SAMPLE,
     CRASH,
@@ -198,8 +198,8 @@ def test_exit_without_result_quotes_the_last_stderr_line():
 
 
 def test_a_limit_met_after_the_workload_was_built_depends_on_the_configuration(monkeypatch):
-    from loadersearch import limits
-    from loadersearch.measure.result import RESOURCE_LIMIT
+    from loadersearch import _limits as limits
+    from loadersearch.measure._result import RESOURCE_LIMIT
 
     monkeypatch.setattr(limits, "soft_limit", lambda which: 20)
     said = "OSError: [Errno 24] Too many open files: '/x/cuda.py'"
@@ -211,7 +211,7 @@ def test_a_limit_met_after_the_workload_was_built_depends_on_the_configuration(m
 
 
 def test_a_measurement_stopped_from_outside_is_interrupted_not_a_failure():
-    from loadersearch.measure.result import INTERRUPTED
+    from loadersearch.measure._result import INTERRUPTED
 
     for sig in (signal.SIGTERM, signal.SIGINT):
         assert classify_exit(-sig, "")[0] == INTERRUPTED
@@ -220,8 +220,8 @@ def test_a_measurement_stopped_from_outside_is_interrupted_not_a_failure():
 def test_process_limits_are_named_as_limits(monkeypatch):
     import resource
 
-    from loadersearch import limits
-    from loadersearch.measure.result import RESOURCE_LIMIT
+    from loadersearch import _limits as limits
+    from loadersearch.measure._result import RESOURCE_LIMIT
 
     caps = {resource.RLIMIT_NOFILE: 16, resource.RLIMIT_AS: 1_500_000 * 1024}
     monkeypatch.setattr(limits, "soft_limit", lambda which: caps.get(which))

@@ -12,7 +12,7 @@ import time
 import pytest
 
 from loadersearch.errors import LoaderSearchError
-from loadersearch.measure.hostload import BUSY_SHARE_ENV, HostLoad, HostLoadMeter, busy_share
+from loadersearch.measure._hostload import BUSY_SHARE_ENV, HostLoad, HostLoadMeter, busy_share
 
 # On this 2-core machine other test suites run beside ours: a threshold of 3/4 of the CPUs is
 # well above what a quiet-enough machine shows and well below what two burners take.
@@ -21,7 +21,7 @@ SHARE = "0.75"
 # Run in a separate process, so that the burners (started by the test) are outside its tree.
 _MEASURE = """
 import json, sys
-from loadersearch.config import LoaderConfig, MeasurePlan, WorkloadSpec
+from loadersearch import LoaderConfig, MeasurePlan, WorkloadSpec
 from loadersearch.measure import measure
 kind, workers = sys.argv[2], int(sys.argv[3])
 # 128 px JPEG decoding: the loader's measured part lasts a second or two, as the emulated one

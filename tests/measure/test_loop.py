@@ -12,14 +12,15 @@ import pytest
 import torch
 from torch.utils.data import Dataset
 
-from loadersearch.config import LoaderConfig, MeasurePlan
-from loadersearch.measure.loop import (
+from loadersearch._loader_config import LoaderConfig
+from loadersearch.measure._loop import (
     ShortEpochSampler,
     make_loader,
     move_to_device,
     run_loop,
     window_edges,
 )
+from loadersearch.measure._plan import MeasurePlan
 
 
 class _Indices(Dataset):
@@ -263,7 +264,7 @@ class _UnevenReads(_Many):
     """Reads that vary a lot (EMULATED storage, 3 ms mean, CV 2 per file), with 0 workers."""
 
     def __init__(self) -> None:
-        from loadersearch.workload.emulated import EmulatedStorage
+        from loadersearch.workload._emulated import EmulatedStorage
 
         self.storage = EmulatedStorage(_Many(), 3.0, 2.0)
 
@@ -346,7 +347,7 @@ def test_added_epochs_wait_at_the_planned_epochs_edges_so_they_are_timed_alike()
 
 
 def test_added_epochs_stop_at_the_measurements_time_limit_and_the_note_names_it() -> None:
-    from loadersearch.measure.notes import precision_note
+    from loadersearch.measure._notes import precision_note
 
     workload = _Workload(dataset=_UnevenReads())
     plan = MeasurePlan(epochs=2, steps=4, windows_per_epoch=2, warmup_epochs=1, warmup_steps=2,

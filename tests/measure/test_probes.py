@@ -5,7 +5,7 @@ from __future__ import annotations
 import pynvml
 import pytest
 
-from loadersearch.measure.probes import Probes, handle_by_uuid, nvml_uuids
+from loadersearch.measure._probes import Probes, handle_by_uuid, nvml_uuids
 
 UUID = "8f2a11aa-3c4d-5e6f-7a8b-9c0d1e2f3a4b"  # torch prints cudaDeviceProp.uuid like this
 

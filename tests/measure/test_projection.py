@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from loadersearch.measure.projection import (
+from loadersearch.measure._projection import (
     coefficient_of_variation,
     epoch_time_precision,
     full_epoch_images,
@@ -109,7 +109,7 @@ def test_t90_is_students_t_and_tends_to_the_normal_quantile():
 
 
 def test_the_phases_divide_the_wall_time_at_the_moments_seen():
-    from loadersearch.measure.result import phases_of
+    from loadersearch.measure._result import phases_of
 
     marks = {"started": 10.5, "ready": 12.0, "measuring": 13.0, "extra": 16.0, "done": 17.0}
     assert phases_of(marks, t0=10.0, end=17.25) == {

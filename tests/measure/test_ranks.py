@@ -13,9 +13,10 @@ import pytest
 from helpers.procs import alive, measurement_processes
 from helpers.wait import wait_for
 
-from loadersearch.config import LoaderConfig, MeasurePlan, WorkloadSpec
+from loadersearch._loader_config import LoaderConfig
 from loadersearch.measure import measure
-from loadersearch.measure.rank_results import (
+from loadersearch.measure._plan import MeasurePlan
+from loadersearch.measure._rank_results import (
     RankFailure,
     first_failure,
     is_collective_error,
@@ -27,8 +28,8 @@ from loadersearch.measure.rank_results import (
     paste_lines,
     starving_ranks,
 )
-from loadersearch.measure.ranks import launch_env
-from loadersearch.measure.result import (
+from loadersearch.measure._ranks import launch_env
+from loadersearch.measure._result import (
     CRASH,
     ERROR,
     INFEASIBLE,
@@ -38,6 +39,7 @@ from loadersearch.measure.result import (
     VRAM_CAP,
     Window,
 )
+from loadersearch.workload._spec import WorkloadSpec
 
 IMG = 64
 

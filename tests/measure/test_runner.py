@@ -15,9 +15,10 @@ import pytest
 from helpers.procs import alive, measurement_processes
 from helpers.wait import wait_for
 
-from loadersearch.config import LoaderConfig, MeasurePlan, WorkloadSpec
+from loadersearch._loader_config import LoaderConfig
 from loadersearch.measure import measure
-from loadersearch.measure.result import (
+from loadersearch.measure._plan import MeasurePlan
+from loadersearch.measure._result import (
     BAD_SAMPLE,
     ERROR,
     INFEASIBLE,
@@ -29,6 +30,7 @@ from loadersearch.measure.result import (
     VRAM_CAP,
     WORKER_KILLED,
 )
+from loadersearch.workload._spec import WorkloadSpec
 
 IMG = 64  # small network input: the tests check the machinery, not the speed
 

@@ -8,8 +8,7 @@ import sys
 
 from helpers.small_shm import skip_without_private_mounts, under_small_shm
 
-from loadersearch.config import WorkloadSpec
-from loadersearch.measure.shm import (
+from loadersearch.measure._shm import (
     ShmSpace,
     batch_bytes,
     check_shm,
@@ -17,6 +16,7 @@ from loadersearch.measure.shm import (
     shm_space,
     shm_warning,
 )
+from loadersearch.workload._spec import WorkloadSpec
 
 MiB = 2**20
 
@@ -57,9 +57,9 @@ def test_the_warning_names_the_need_the_space_and_the_fix():
 # Run in the private namespace: measure two configurations, print their outcomes as JSON.
 _MEASURE = """
 import json, sys
-from loadersearch.config import LoaderConfig, MeasurePlan, WorkloadSpec
+from loadersearch import LoaderConfig, MeasurePlan, WorkloadSpec
 from loadersearch.measure import measure
-from loadersearch.measure.shm import shm_space
+from loadersearch.measure._shm import shm_space
 spec = WorkloadSpec(kind="loader", data=sys.argv[1], img_size=256, device="cpu")
 plan = MeasurePlan(epochs=1, steps=2, windows_per_epoch=1, warmup_epochs=0, timeout_s=120)
 out = {"shm": shm_space().size_bytes}

@@ -22,8 +22,8 @@ from typing import Any
 import optuna
 from optuna.trial import TrialState
 
-from loadersearch.config import LoaderConfig
-from loadersearch.search.space import SearchSpace
+from loadersearch._loader_config import LoaderConfig
+from loadersearch.search._space import SearchSpace
 
 SPACE = SearchSpace.from_dict(
     {

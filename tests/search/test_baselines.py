@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from loadersearch.hardware import Hardware
-from loadersearch.search.baselines import baselines
-from loadersearch.search.space import SearchSpace
+from loadersearch._hardware import Hardware
+from loadersearch.search._baselines import baselines
+from loadersearch.search._space import SearchSpace
 
 HOST = Hardware(cpu_count=16, physical_cores=8, gpu_count=1)
 

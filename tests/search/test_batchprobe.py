@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-from loadersearch.config import LoaderConfig, MeasurePlan, WorkloadSpec
+from loadersearch._loader_config import LoaderConfig
 from loadersearch.errors import DatasetError, StudyError
-from loadersearch.measure.result import BAD_SAMPLE, ERROR, INFEASIBLE, OK, VRAM_CAP, MeasureResult
-from loadersearch.search.batchprobe import (
+from loadersearch.measure._plan import MeasurePlan
+from loadersearch.measure._result import BAD_SAMPLE, ERROR, INFEASIBLE, OK, VRAM_CAP, MeasureResult
+from loadersearch.search._batchprobe import (
     HEADROOM,
     PROBE_PLAN,
     ProbeResult,
@@ -17,6 +18,7 @@ from loadersearch.search.batchprobe import (
     has_headroom,
     probe_max_batch,
 )
+from loadersearch.workload._spec import WorkloadSpec
 
 WORKLOAD = WorkloadSpec(kind="emulated")
 GIB = 2**30
@@ -122,7 +124,7 @@ def test_a_new_study_is_created_only_once_the_probe_found_a_batch(tmp_path, tiny
     import optuna
     from helpers.studies import HOST, quick_settings, steady_measure
 
-    from loadersearch.search.study import run_study
+    from loadersearch.search._study import run_study
 
     base = quick_settings(tmp_path, trials=1)
     settings = dataclasses.replace(

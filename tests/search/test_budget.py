@@ -1,4 +1,4 @@
-"""The optimize loop's bookkeeping of interrupted and dead trials (search/budget.py), on a
+"""The optimize loop's bookkeeping of interrupted and dead trials (search/_budget.py), on a
 real SQLite study with a stand-in objective."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 from optuna.trial import TrialState
 
 from loadersearch.errors import Interrupted
-from loadersearch.search import budget
+from loadersearch.search import _budget as budget
 from loadersearch.storage import open_storage
 
 

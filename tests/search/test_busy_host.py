@@ -11,10 +11,10 @@ import optuna
 import pytest
 from helpers.studies import HOST, quick_settings
 
-from loadersearch.measure.result import OK, MeasureResult, Window
+from loadersearch.measure._result import OK, MeasureResult, Window
 from loadersearch.report import machine_load, summarize
-from loadersearch.search.space import SearchSpace
-from loadersearch.search.study import run_study
+from loadersearch.search._space import SearchSpace
+from loadersearch.search._study import run_study
 
 
 @pytest.fixture(autouse=True)
@@ -118,7 +118,7 @@ def test_a_machine_that_stays_busy_is_not_measured_twice_for_ever(tmp_path):
 def _pruned_then(*outcomes: tuple[str, float, float]):
     """A measure function whose n-th call ends as ``outcomes[n]``: (status, images/s, outside
     share); a pruned one reports its window, as the pruner saw it."""
-    from loadersearch.measure.result import PRUNED
+    from loadersearch.measure._result import PRUNED
 
     calls: list[tuple[str, float, float]] = []
 

@@ -10,12 +10,13 @@ import optuna
 import pytest
 from helpers.studies import HOST, quick_settings, run_cli, steady_measure
 
-from loadersearch.config import LoaderConfig, WorkloadSpec
+from loadersearch._loader_config import LoaderConfig
 from loadersearch.report import answer_python, cache_line, open_study, summarize
-from loadersearch.search.objective import workload_for
-from loadersearch.search.settings import Overrides, SpecError, resolve_settings
-from loadersearch.search.space import SearchSpace, SpaceError
-from loadersearch.search.structured import StructuredStrategy
+from loadersearch.search._objective import workload_for
+from loadersearch.search._settings import Overrides, SpecError, resolve_settings
+from loadersearch.search._space import SearchSpace, SpaceError
+from loadersearch.search._structured import StructuredStrategy
+from loadersearch.workload._spec import WorkloadSpec
 
 
 def test_the_cache_is_not_searched_unless_asked():
@@ -68,7 +69,7 @@ def test_search_cache_is_refused_with_a_fixed_cache_or_a_pipeline(tmp_path):
 
 def _cache_study(tiny_dataset, tmp_path, monkeypatch, rates):  # noqa: ANN001, ANN202
     """A study of 6 trials searching none and memmap, measured at ``rates[cache]``."""
-    from loadersearch.search.study import run_study
+    from loadersearch.search._study import run_study
 
     monkeypatch.setenv("LOADERSEARCH_CACHE_DIR", str(tmp_path / "caches"))
     settings = quick_settings(tmp_path, trials=6)

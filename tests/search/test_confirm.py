@@ -6,9 +6,9 @@ import optuna
 import pytest
 from optuna.distributions import CategoricalDistribution, IntDistribution
 
-from loadersearch.config import LoaderConfig
-from loadersearch.measure.result import ERROR, OK, MeasureResult
-from loadersearch.search.confirm import (
+from loadersearch._loader_config import LoaderConfig
+from loadersearch.measure._result import ERROR, OK, MeasureResult
+from loadersearch.search._confirm import (
     finalists,
     remeasure_interleaved,
     trial_config,
@@ -138,7 +138,7 @@ def test_a_pruned_baseline_is_remeasured_beside_the_finalists_not_quoted_from_it
 def test_a_baseline_that_beats_the_named_winner_in_the_same_rounds_is_the_answer():
     from types import SimpleNamespace
 
-    from loadersearch.search.confirm import confirm_study
+    from loadersearch.search._confirm import confirm_study
 
     study = _study(
         _trial(60.0, num_workers=4, batch_size=16),  # lucky in its trial
@@ -200,7 +200,7 @@ def test_a_round_kept_busy_when_no_quiet_moment_comes_is_counted():
 
 _QUIET = """
 import json, sys
-from loadersearch.search.confirm import QuietWait
+from loadersearch.search._confirm import QuietWait
 notes = []
 quiet = QuietWait(float(sys.argv[1]), notes.append)
 print(json.dumps({"quiet": quiet.wait(), "waited": quiet.waited_s, "notes": notes}))
@@ -237,7 +237,7 @@ def test_the_wait_for_quiet_ends_at_the_first_quiet_span():
 
 
 def test_an_inconclusive_confirmation_is_never_current():
-    from loadersearch.search.confirm import confirmation_is_current
+    from loadersearch.search._confirm import confirmation_is_current
 
     study = _study(_trial(50.0, num_workers=0, batch_size=16))
     study.set_user_attr(

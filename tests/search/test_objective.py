@@ -9,10 +9,10 @@ import pytest
 from helpers.studies import HOST, quick_settings, steady_measure
 from optuna.trial import TrialState
 
-from loadersearch.config import MeasurePlan, WorkloadSpec
+from loadersearch._hardware import Hardware
 from loadersearch.errors import DatasetError, DeviceError, StudyError
-from loadersearch.hardware import Hardware
-from loadersearch.measure.result import (
+from loadersearch.measure._plan import MeasurePlan
+from loadersearch.measure._result import (
     BAD_DATASET,
     CRASH,
     ERROR,
@@ -20,9 +20,10 @@ from loadersearch.measure.result import (
     MeasureResult,
     Window,
 )
-from loadersearch.search.objective import start_weight, window_start_weight, window_value
-from loadersearch.search.space import SearchSpace
-from loadersearch.search.study import run_study
+from loadersearch.search._objective import start_weight, window_start_weight, window_value
+from loadersearch.search._space import SearchSpace
+from loadersearch.search._study import run_study
+from loadersearch.workload._spec import WorkloadSpec
 
 
 @pytest.fixture(autouse=True)
@@ -159,8 +160,8 @@ def test_the_measured_hook_sees_each_measured_trial_while_it_runs_and_wait_is_ke
 def test_a_clearly_slower_prune_records_the_best_trial_it_lost_to() -> None:
     import optuna
 
-    from loadersearch.search.objective import record_pruned_against
-    from loadersearch.search.pruner import ClearlySlowerPruner
+    from loadersearch.search._objective import record_pruned_against
+    from loadersearch.search._pruner import ClearlySlowerPruner
 
     for pruner, expected in ((ClearlySlowerPruner(), 1), (optuna.pruners.MedianPruner(), None)):
         study = optuna.create_study(direction="maximize", pruner=pruner)
@@ -174,9 +175,10 @@ def test_a_clearly_slower_prune_records_the_best_trial_it_lost_to() -> None:
 
 def test_an_unusable_pipeline_s_message_ends_its_sentence_once() -> None:
     # Issue 22, 7: "check the name after the colon.. Every trial would fail".
-    from loadersearch.config import LoaderConfig, PipelineSpec
-    from loadersearch.measure.result import BAD_PIPELINE, ERROR, MeasureResult
-    from loadersearch.search.objective import unusable_input
+    from loadersearch._loader_config import LoaderConfig
+    from loadersearch.measure._result import BAD_PIPELINE, ERROR, MeasureResult
+    from loadersearch.search._objective import unusable_input
+    from loadersearch.workload._spec import PipelineSpec
 
     spec = WorkloadSpec(kind="loader", pipeline=PipelineSpec("helpers.pipelines:make_dataset"))
     message = "module m has no 'f' (the dataset m:f); check the name after the colon."

@@ -5,7 +5,7 @@ from __future__ import annotations
 import optuna
 import pytest
 
-from loadersearch.search.pruner import ClearlySlowerPruner
+from loadersearch.search._pruner import ClearlySlowerPruner
 
 
 def _study_with_best(values: list[float], window_cv: float | None = None) -> optuna.Study:

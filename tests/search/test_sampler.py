@@ -6,9 +6,9 @@ from __future__ import annotations
 import optuna
 import pytest
 
-from loadersearch.config import LoaderConfig
-from loadersearch.search.sampler import SAMPLERS, CandidateSampler, make_sampler
-from loadersearch.search.space import SearchSpace
+from loadersearch._loader_config import LoaderConfig
+from loadersearch.search._sampler import SAMPLERS, CandidateSampler, make_sampler
+from loadersearch.search._space import SearchSpace
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 

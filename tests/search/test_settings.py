@@ -7,8 +7,8 @@ import os
 
 import pytest
 
-from loadersearch.hardware import Hardware
-from loadersearch.search.settings import Overrides, SpecError, parse_size, resolve_settings
+from loadersearch._hardware import Hardware
+from loadersearch.search._settings import Overrides, SpecError, parse_size, resolve_settings
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SHIPPED_SPECS = sorted(glob.glob(os.path.join(ROOT, "studies", "*.toml")))
@@ -16,7 +16,7 @@ HOST = Hardware(cpu_count=2, physical_cores=2, gpu_count=0)
 
 
 def test_an_unreadable_size_in_a_spec_is_a_spec_error() -> None:
-    assert parse_size("6GiB") == 6 * 2**30  # loadersearch.config.parse_size underneath
+    assert parse_size("6GiB") == 6 * 2**30  # loadersearch._options.parse_size underneath
     with pytest.raises(SpecError, match="cannot read the size"):
         parse_size("six gigs")
 
@@ -75,7 +75,7 @@ def test_a_spec_split_reaches_the_workload_and_the_measured_dataset(
 ) -> None:
     import shutil
 
-    from loadersearch.workload.datasets import open_dataset
+    from loadersearch.workload._datasets import open_dataset
 
     root = tmp_path / "splits"
     for split in ("train", "val"):
@@ -127,8 +127,8 @@ def test_more_ranks_than_gpus_is_refused_naming_the_fix() -> None:
 
 
 def test_auto_resolves_to_the_device_the_study_is_named_and_sized_for() -> None:
-    from loadersearch.config import WorkloadSpec
-    from loadersearch.workload.device import resolved_workload
+    from loadersearch.workload._device import resolved_workload
+    from loadersearch.workload._spec import WorkloadSpec
 
     gpu = Hardware(cpu_count=16, physical_cores=8, gpu_model="NVIDIA H200", gpu_count=1)
     assert resolved_workload(WorkloadSpec(kind="train"), gpu).device == "cuda"
@@ -227,7 +227,7 @@ def test_unknown_keys_in_a_pipeline_table_are_named(tmp_path) -> None:
 
 
 def test_a_storage_latency_in_a_spec_file_is_read_and_described(tmp_path) -> None:
-    from loadersearch.search.opening import describe_workload
+    from loadersearch.search._opening import describe_workload
 
     spec = tmp_path / "hdd.toml"
     spec.write_text('[workload]\nkind = "loader"\nemulated_io_ms = 20\n')

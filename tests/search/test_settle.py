@@ -10,12 +10,12 @@ import dataclasses
 import optuna
 from helpers.studies import HOST, quick_settings
 
-from loadersearch.config import LoaderConfig
-from loadersearch.measure.result import OK, MeasureResult, Window
+from loadersearch._loader_config import LoaderConfig
+from loadersearch.measure._result import OK, MeasureResult, Window
 from loadersearch.report import settled_line, summarize
-from loadersearch.search.settle import MIN_TRIALS, PREFETCH_CPUS, QUIET_FOR, settled
-from loadersearch.search.space import SearchSpace
-from loadersearch.search.study import run_study
+from loadersearch.search._settle import MIN_TRIALS, PREFETCH_CPUS, QUIET_FOR, settled
+from loadersearch.search._space import SearchSpace
+from loadersearch.search._study import run_study
 
 SPACE = SearchSpace(num_workers=(0, 4), batch_size=(8, 32))
 DISTS = SPACE.distributions()

@@ -5,9 +5,9 @@ from __future__ import annotations
 import optuna
 import pytest
 
-from loadersearch.config import DEFAULT_START_METHOD, LoaderConfig
-from loadersearch.search.confirm import trial_config
-from loadersearch.search.space import SearchSpace, SpaceError, parse_assignment
+from loadersearch._loader_config import DEFAULT_START_METHOD, LoaderConfig
+from loadersearch.search._confirm import trial_config
+from loadersearch.search._space import SearchSpace, SpaceError, parse_assignment
 
 
 def test_space_range_accepts_low_high_and_a_batch_step() -> None:

@@ -7,10 +7,10 @@ from collections.abc import Callable
 
 import pytest
 
-from loadersearch.config import LoaderConfig
-from loadersearch.search.observations import COMPLETE, INFEASIBLE, PRUNED, Observation
-from loadersearch.search.space import SearchSpace
-from loadersearch.search.structured import StructuredStrategy, ladder
+from loadersearch._loader_config import LoaderConfig
+from loadersearch.search._observations import COMPLETE, INFEASIBLE, PRUNED, Observation
+from loadersearch.search._space import SearchSpace
+from loadersearch.search._structured import StructuredStrategy, ladder
 
 SPACE = SearchSpace(num_workers=(0, 32), batch_size=(8, 64), batch_step=0)
 

@@ -9,7 +9,7 @@ import pytest
 from helpers.studies import EmulatedStudy, run_cli
 from optuna.trial import TrialState
 
-from loadersearch.search.space import KNOBS
+from loadersearch.search._space import KNOBS
 
 
 def _load(study: EmulatedStudy) -> optuna.Study:
@@ -199,10 +199,10 @@ def test_joining_a_study_leaves_no_connection_open(storage_url, study_name) -> N
     the connections of the first stayed open, idle, for the whole run (four connections per
     worker instead of two on the server: a Slurm array of 32 went past PostgreSQL's default
     max_connections, benchmarks/bench_shared_study.py)."""
-    from loadersearch.hardware import Hardware
-    from loadersearch.search.opening import open_study
-    from loadersearch.search.settings import Overrides, resolve_settings
-    from loadersearch.search.study import join_study
+    from loadersearch._hardware import Hardware
+    from loadersearch.search._opening import open_study
+    from loadersearch.search._settings import Overrides, resolve_settings
+    from loadersearch.search._study import join_study
 
     host = Hardware(cpu_count=2, physical_cores=2)
     overrides = Overrides(study={"name": study_name}, workload={"kind": "emulated"})

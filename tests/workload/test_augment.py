@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from loadersearch.workload import augment as aug
+from loadersearch.workload import _augment as aug
 
 SIZE = 96
 COLOURS = [(255, 0, 0), (0, 255, 0), (0, 0, 255), (255, 255, 0)]

@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 import torch
 
-from loadersearch.config import WorkloadSpec
-from loadersearch.workload import cache
-from loadersearch.workload.datasets import collate, open_dataset, read_index
-from loadersearch.workload.datasets.decode import decode
+from loadersearch.workload import _cache as cache
+from loadersearch.workload._datasets import collate, open_dataset, read_index
+from loadersearch.workload._datasets.decode import decode
+from loadersearch.workload._spec import WorkloadSpec
 
 SIZE = 64
 
@@ -196,8 +196,9 @@ def test_workload_spec_checks_the_cache_option():
 
 
 def test_a_measurement_uses_the_cache_its_configuration_names(tiny_dataset, tmp_path, monkeypatch):
-    from loadersearch.config import LoaderConfig, MeasurePlan
+    from loadersearch._loader_config import LoaderConfig
     from loadersearch.measure import measure
+    from loadersearch.measure._plan import MeasurePlan
 
     monkeypatch.setenv(cache.CACHE_ENV, str(tmp_path))
     spec = WorkloadSpec(kind="loader", data=tiny_dataset, img_size=SIZE, device="cpu")

@@ -12,8 +12,8 @@ import torch
 from PIL import Image
 
 from loadersearch.errors import BadSampleError, DatasetError, LoaderSearchError
-from loadersearch.workload import datasets
-from loadersearch.workload.datasets import collate, detect_format, open_dataset
+from loadersearch.workload import _datasets as datasets
+from loadersearch.workload._datasets import collate, detect_format, open_dataset
 
 SIZE = 64  # small network input keeps the tests fast
 
@@ -187,7 +187,7 @@ def test_skip_bad_samples_substitutes_the_next_image_and_warns(tiny_dataset, tmp
     root = _copy_yolo(tiny_dataset, tmp_path)
     (root / "images" / "000002.jpg").write_bytes(b"garbage")
     ds = open_dataset(root, img_size=SIZE, augment=False, skip_bad_samples=True)
-    with caplog.at_level(logging.WARNING, logger="loadersearch.workload.datasets"):
+    with caplog.at_level(logging.WARNING, logger="loadersearch.workload._datasets"):
         image, boxes = ds[2]
     expected_image, expected_boxes = ds[3]
     assert torch.equal(image, expected_image) and torch.equal(boxes, expected_boxes)
@@ -438,14 +438,14 @@ def test_the_check_does_not_import_torch(tiny_dataset):
 
     code = (
         "import sys; from loadersearch.workload import check_data; "
-        "from loadersearch.config import WorkloadSpec; "
+        "from loadersearch import WorkloadSpec; "
         f"check_data(WorkloadSpec(data={tiny_dataset!r})); assert 'torch' not in sys.modules"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
 def test_the_study_keeps_each_file_skipped_when_decoding_once_and_the_first_hundred(tmp_path):
-    from loadersearch.workload.datasets import skipped
+    from loadersearch.workload._datasets import skipped
 
     good = tmp_path / "a.jpg"
     Image.new("RGB", (64, 48)).save(good)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from loadersearch.workload.emulated import EmulatedAccelerator, VramCapExceeded
+from loadersearch.workload._emulated import EmulatedAccelerator, VramCapExceeded
 
 
 def test_emulated_allocation_over_the_cap_raises_with_both_figures():
@@ -41,7 +41,7 @@ def test_emulated_storage_waits_before_every_sample_and_is_the_dataset_otherwise
     import pickle
     import time
 
-    from loadersearch.workload.emulated import EmulatedStorage
+    from loadersearch.workload._emulated import EmulatedStorage
 
     slow = EmulatedStorage(_Items(), 30.0)
     assert len(slow) == 5 and slow.num_classes == 3
@@ -59,7 +59,7 @@ def test_emulated_storage_waits_before_every_sample_and_is_the_dataset_otherwise
 def test_a_spread_latency_keeps_its_mean_and_each_file_its_wait():
     import statistics
 
-    from loadersearch.workload.emulated import EmulatedStorage
+    from loadersearch.workload._emulated import EmulatedStorage
 
     disk = EmulatedStorage(_Items(), 10.0, cv=2.0)
     waits = [disk.wait_ms(i) for i in range(20_000)]
@@ -77,7 +77,7 @@ def _epoch_seconds(cv: float, prefetch: int) -> float:
     import torch
     from torch.utils.data import DataLoader
 
-    from loadersearch.workload.emulated import EmulatedStorage
+    from loadersearch.workload._emulated import EmulatedStorage
 
     class Items:
         def __len__(self) -> int:

@@ -8,8 +8,8 @@ import pytest
 import torch
 from torch.overrides import TorchFunctionMode
 
-from loadersearch.workload.loss import YoloLoss, _ciou_loss, collate_with_layout, target_layout
-from loadersearch.workload.yolov4_tiny import ANCHORS, YOLOv4Tiny
+from loadersearch.workload._loss import YoloLoss, _ciou_loss, collate_with_layout, target_layout
+from loadersearch.workload._yolov4_tiny import ANCHORS, YOLOv4Tiny
 
 NC = 3
 

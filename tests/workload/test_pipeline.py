@@ -8,12 +8,12 @@ import pytest
 import torch
 from torch.utils.data import DataLoader
 
-from loadersearch.config import PipelineSpec, WorkloadSpec
 from loadersearch.errors import PipelineError
-from loadersearch.measure.failures import classify_exception
-from loadersearch.measure.result import BAD_PIPELINE, BAD_SAMPLE, ERROR
+from loadersearch.measure._failures import classify_exception
+from loadersearch.measure._result import BAD_PIPELINE, BAD_SAMPLE, ERROR
 from loadersearch.workload import create_workload
-from loadersearch.workload.pipeline import _checked_step, build_pipeline
+from loadersearch.workload._pipeline import _checked_step, build_pipeline
+from loadersearch.workload._spec import PipelineSpec, WorkloadSpec
 
 P = "helpers.pipelines"
 CPU = torch.device("cpu")
@@ -79,7 +79,7 @@ def test_a_failing_default_step_names_the_model_and_loss() -> None:
 def test_a_loss_class_gets_its_keyword_arguments() -> None:
     spec = _spec(model=f"{P}:make_model", loss="torch.nn:CrossEntropyLoss",
                  loss_kwargs={"label_smoothing": 0.1})  # fmt: skip
-    from loadersearch.workload.pipeline import _loss
+    from loadersearch.workload._pipeline import _loss
 
     loss = _loss(spec, CPU)
     assert isinstance(loss, torch.nn.CrossEntropyLoss) and loss.label_smoothing == 0.1
@@ -112,7 +112,7 @@ def test_a_failing_collate_is_a_bad_pipeline_naming_it_also_from_a_worker() -> N
         def __getitem__(self, i: int) -> torch.Tensor:
             return torch.zeros(3, 8 + i)
 
-    from loadersearch.workload.pipeline import CheckedCollate, _collate
+    from loadersearch.workload._pipeline import CheckedCollate, _collate
 
     collate = _collate(PipelineSpec(dataset=f"{P}:make_dataset"))
     assert isinstance(collate, CheckedCollate)

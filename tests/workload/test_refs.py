@@ -12,9 +12,8 @@ import types
 import pytest
 from helpers import pipelines
 
-from loadersearch.config import PipelineSpec
 from loadersearch.errors import PipelineError
-from loadersearch.workload.refs import (
+from loadersearch.workload._refs import (
     ELSEWHERE,
     MEASURING_ENV,
     TRUSTED,
@@ -27,6 +26,7 @@ from loadersearch.workload.refs import (
     ref_of,
     resolve,
 )
+from loadersearch.workload._spec import PipelineSpec
 
 TESTS_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -216,7 +216,7 @@ def test_a_standard_library_callable_given_directly_is_no_pipeline_part(tmp_path
     # Red team (issue 22): `run --dataset os:system --arg dataset.command=...` ran the command,
     # and stored a study no worker would import.
     from loadersearch.errors import PipelineError
-    from loadersearch.workload.refs import check_refs
+    from loadersearch.workload._refs import check_refs
 
     with pytest.raises(PipelineError, match="os:system is os's, from Python's standard library"):
         check_refs(PipelineSpec(dataset="os:system", loss=None))

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import pytest
 
-from loadersearch.config import LoaderConfig, MeasurePlan, WorkloadSpec
+from loadersearch._loader_config import LoaderConfig
 from loadersearch.measure import measure
+from loadersearch.measure._plan import MeasurePlan
+from loadersearch.workload._spec import WorkloadSpec
 
 IO_MS = 40.0  # per sample: 1 worker fetches at most 25 img/s, 4 workers 100
 PLAN = MeasurePlan(epochs=2, steps=12, windows_per_epoch=2, warmup_steps=4, in_flight_rounds=0)

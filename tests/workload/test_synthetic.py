@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from loadersearch.workload import synthetic
-from loadersearch.workload.synthetic import make_dataset, render_image
+from loadersearch.workload import _synthetic as synthetic
+from loadersearch.workload._synthetic import make_dataset, render_image
 
 
 @pytest.mark.slow

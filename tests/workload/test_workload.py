@@ -5,9 +5,9 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from loadersearch.config import WorkloadSpec
 from loadersearch.workload import create_workload
-from loadersearch.workload.yolov4_tiny import YOLOv4Tiny
+from loadersearch.workload._spec import WorkloadSpec
+from loadersearch.workload._yolov4_tiny import YOLOv4Tiny
 
 
 class _Counting(nn.Module):
@@ -44,7 +44,7 @@ def test_the_wrapped_model_is_the_one_trained_and_stepped(tiny_dataset: str) -> 
 
 
 def test_a_pipelines_model_is_wrapped_before_its_default_step() -> None:
-    from loadersearch.config import PipelineSpec
+    from loadersearch.workload._spec import PipelineSpec
 
     wrapped: list[_Counting] = []
 

@@ -7,7 +7,7 @@ import pytest
 import torch
 from torch import nn
 
-from loadersearch.workload.yolov4_tiny import ANCHORS, MASKS, YOLOv4Tiny, count_parameters
+from loadersearch.workload._yolov4_tiny import ANCHORS, MASKS, YOLOv4Tiny, count_parameters
 
 
 def _bn_running_stats(model: nn.Module) -> int:

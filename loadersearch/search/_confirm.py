@@ -1,0 +1,307 @@
+"""Against the winner's curse: the best of N noisy trials is biased upward, so re-measure the
+finalists (the top 3 configurations and every measured baseline) interleaved, A B C D A B C D ...,
+so that slow drifts of the machine hit every finalist alike, and name the winner by median.
+
+The measurements are stored in the study user attribute "confirmation" (see
+:func:`confirm_study`); the report reads them from there.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from loadersearch._loader_config import LoaderConfig
+from loadersearch.measure._result import OK, MeasureResult
+from loadersearch.search._baselines import baseline_names
+from loadersearch.search._objective import Objective, result_attrs
+from loadersearch.search._progress import Progress
+from loadersearch.search._space import config_from_params
+
+if TYPE_CHECKING:
+    import optuna
+
+CONFIRMATION_ATTR = "confirmation"
+# What each confirmation measurement keeps of its result (study user attribute).
+_MEASUREMENT_KEYS = (
+    "status",
+    "reason",
+    "objective",
+    "steady_rate",
+    "start_cost_s",
+    "epoch_time_s",
+    "dataset_images",
+    "wait_fraction",
+    "window_cv",
+    "wall_s",
+    "emulated",
+    "outside_share",
+    "busy_host",
+)
+TOP_K = 3
+
+
+def feasible_complete(
+    study: optuna.Study, *, include_online: bool = False
+) -> list[optuna.trial.FrozenTrial]:
+    """COMPLETE trials that ran (not infeasible), best first. A trial AutoLoader wrote back
+    (user attribute ``online``) holds the images/s of a real training loop, not the study's
+    projected full epoch: it is ranked with the study's own trials only when
+    ``include_online`` (AutoLoader's candidates), never for the study's answer."""
+    from optuna.trial import TrialState
+
+    trials = [
+        t
+        for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+        if t.user_attrs.get("feasible", True)
+        and t.value is not None
+        and t.value > 0
+        and (include_online or not t.user_attrs.get("online"))
+    ]
+    return sorted(trials, key=lambda t: t.value, reverse=True)
+
+
+def trial_config(trial: optuna.trial.FrozenTrial, space_fixed: dict[str, Any]) -> LoaderConfig:
+    """The configuration a trial measured: its parameters plus the space's fixed knobs."""
+    return config_from_params(trial.params, space_fixed)
+
+
+def finalists(
+    study: optuna.Study, space_fixed: dict[str, Any], k: int = TOP_K
+) -> list[dict[str, Any]]:
+    """The top ``k`` distinct configurations and every baseline the answer quotes (each
+    measured one: complete, or pruned), as dicts with trial number, label, config and
+    baseline name. A baseline is re-measured beside the finalists rather than quoted from its
+    trial: a pruned trial's window mean, or a trial measured at a busier moment, is not a rate
+    to compare the winner's confirmation with."""
+    chosen: dict[LoaderConfig, dict[str, Any]] = {}
+    for t in feasible_complete(study):
+        config = trial_config(t, space_fixed)
+        if config not in chosen and len(chosen) < k:
+            chosen[config] = _candidate(t, config)
+    for t in quoted_baselines(study):
+        config = trial_config(t, space_fixed)
+        if config in chosen:
+            names = baseline_names(chosen[config]["baseline"])
+            names += [n for n in baseline_names(t.user_attrs["baseline"]) if n not in names]
+            chosen[config]["baseline"] = "+".join(names)
+        else:
+            chosen[config] = _candidate(t, config)
+    return list(chosen.values())
+
+
+def quoted_baselines(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
+    """Each baseline's trial that measured it, best first: its last trial that did not fail
+    (a baseline stopped by Ctrl-C or a bad sample is queued again), when that one finished
+    feasible or was pruned after some windows. Infeasible and failed baselines have no rate."""
+    from optuna.trial import TrialState
+
+    last: dict[str, optuna.trial.FrozenTrial] = {}
+    for t in study.get_trials(deepcopy=False):
+        name = t.user_attrs.get("baseline")
+        if name and (t.state != TrialState.FAIL or name not in last):
+            last[name] = t
+    quoted = [
+        t
+        for t in last.values()
+        if (
+            t.state == TrialState.COMPLETE
+            and t.user_attrs.get("feasible", True)
+            and t.value is not None
+            and t.value > 0
+        )
+        or (t.state == TrialState.PRUNED and t.intermediate_values)
+    ]
+    return sorted(quoted, key=lambda t: t.value if t.value is not None else 0.0, reverse=True)
+
+
+def _candidate(trial: optuna.trial.FrozenTrial, config: LoaderConfig) -> dict[str, Any]:
+    return {
+        "trial": trial.number,
+        "label": config.label(),
+        "config": config.to_dict(),
+        "baseline": trial.user_attrs.get("baseline"),
+        "trial_value": trial.value,
+    }
+
+
+def remeasure_interleaved(
+    configs: Sequence[LoaderConfig],
+    measure_one: Callable[[LoaderConfig], MeasureResult],
+    *,
+    rounds: int,
+    on_result: Callable[[int, LoaderConfig, MeasureResult], None] | None = None,
+    quiet: QuietWait | None = None,
+) -> dict[LoaderConfig, list[float]]:
+    """Measure every configuration ``rounds`` times, A B C A B C ..., so that a slow drift of
+    the machine hits each alike; the value of a failed measurement is 0.
+
+    With ``quiet``, a round in which any measurement was busy (others' CPU use above the busy
+    share) is measured again once the machine is quiet, as long as ``quiet`` may still wait;
+    the busy round's values are dropped then (``on_result`` saw them, marked busy)."""
+    values: dict[LoaderConfig, list[float]] = {c: [] for c in configs}
+    for round_ in range(rounds):
+        while True:
+            results = [(config, measure_one(config)) for config in configs]
+            for config, result in results:
+                if on_result:
+                    on_result(round_, config, result)
+            busy = any(result.busy_host for _, result in results)
+            if not busy or quiet is None or not quiet.wait():
+                break
+        if busy and quiet is not None:
+            quiet.busy_rounds += 1
+        for config, result in results:
+            values[config].append(float(result.objective) if result.status == OK else 0.0)
+    return values
+
+
+QUIET_WAIT_ENV = "LOADERSEARCH_QUIET_WAIT_S"
+QUIET_WAIT_S = 300.0  # the longest a confirmation waits for quiet, in all
+QUIET_SAMPLE_S = 2.0  # the span over which the machine's load is read while waiting
+
+
+def quiet_wait_limit() -> float:
+    """``$LOADERSEARCH_QUIET_WAIT_S`` (0 = never wait) or :data:`QUIET_WAIT_S`."""
+    text = os.environ.get(QUIET_WAIT_ENV)
+    if text is None or not text.strip():
+        return QUIET_WAIT_S
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if value < 0:
+        raise ValueError(
+            f"{QUIET_WAIT_ENV}={text!r} is not a number of seconds; give how long the "
+            f"confirmation may wait for a quiet machine (e.g. {QUIET_WAIT_S:.0f}, or 0)"
+        )
+    return value
+
+
+class QuietWait:
+    """The confirmation's budget of waiting for a quiet machine: :meth:`wait` reads the
+    machine's outside load every :data:`QUIET_SAMPLE_S` seconds until it is below the busy
+    share (True) or the budget is spent (False)."""
+
+    def __init__(self, limit_s: float, notice: Callable[[str], None] | None = None) -> None:
+        self.limit_s = limit_s
+        self.waited_s = 0.0
+        self.busy_rounds = 0  # rounds kept although busy: the budget was spent
+        self.notice = notice or (lambda text: None)
+
+    def wait(self) -> bool:
+        from loadersearch.measure._hostload import HostLoadMeter, busy_share
+
+        left = self.limit_s - self.waited_s
+        if left <= 0:
+            return False
+        self.notice(
+            f"a confirmation round was measured while other processes used more than "
+            f"{busy_share():.0%} of the CPUs: waiting for a quieter moment to measure it again "
+            f"(up to {left:.0f} s more)"
+        )
+        meter = HostLoadMeter()
+        while self.waited_s < self.limit_s:
+            span = min(QUIET_SAMPLE_S, self.limit_s - self.waited_s)
+            meter.start()
+            time.sleep(span)  # the span the load is read over, not a guess at a condition
+            load = meter.stop()
+            self.waited_s += span
+            if load is not None and not load.busy():
+                self.notice(f"quiet again ({load.describe()}): measuring the round again")
+                return True
+        self.notice(
+            f"the machine stayed busy for {self.waited_s:.0f} s: the confirmation keeps its "
+            "busy rounds and its answer is inconclusive"
+        )
+        return False
+
+
+def confirm_study(
+    study: optuna.Study,
+    objective: Objective,
+    *,
+    rounds: int,
+    progress: Progress | None = None,
+) -> dict[str, Any] | None:
+    """Re-measure the finalists ``rounds`` times, interleaved; store and return the
+    confirmation (None when there is nothing feasible to confirm)."""
+    progress = progress or Progress()
+    candidates = finalists(study, objective.space.fixed())
+    if not candidates or rounds < 1:
+        return None
+    progress.confirm_start([c["label"] for c in candidates], rounds)
+    by_config = {LoaderConfig.from_dict(c["config"]): c for c in candidates}
+    measurements: list[dict[str, Any]] = []
+
+    def record(round_: int, config: LoaderConfig, result: MeasureResult) -> None:
+        cand = by_config[config]
+        attrs = result_attrs(result)
+        measurements.append(
+            {
+                "trial": cand["trial"],
+                "label": cand["label"],
+                "round": round_,
+                "host": objective.host,
+                **{k: attrs[k] for k in _MEASUREMENT_KEYS},
+            }
+        )
+        progress.confirm_step(cand["label"], round_, result)
+
+    quiet = QuietWait(quiet_wait_limit(), progress.notice)
+    values = remeasure_interleaved(
+        list(by_config), objective.measure, rounds=rounds, on_result=record, quiet=quiet
+    )
+    for config, cand in by_config.items():
+        cand.update(_spread(values[config]))
+    winner = max(candidates, key=lambda c: c["median"])
+    finished = len(_finished(study))
+    confirmation = {
+        "rounds": rounds,
+        "finished_trials": finished,
+        "time": time.time(),
+        "candidates": candidates,
+        "measurements": measurements,
+        "winner": winner["trial"],
+        "waited_quiet_s": round(quiet.waited_s, 1),
+        # rounds kept although the machine was busy: the answer is then the best-supported
+        # configuration, not a settled one
+        "busy_rounds": quiet.busy_rounds,
+        "inconclusive": quiet.busy_rounds > 0,
+    }
+    study.set_user_attr(CONFIRMATION_ATTR, confirmation)
+    return confirmation
+
+
+def _spread(values: list[float]) -> dict[str, Any]:
+    median = statistics.median(values)
+    return {
+        "median": round(median, 2),
+        "min": round(min(values), 2),
+        "max": round(max(values), 2),
+        # Relative spread: (max - min) / median, the honest noise of a handful of repeats.
+        "spread": round((max(values) - min(values)) / median, 4) if median > 0 else None,
+        "n": len(values),
+    }
+
+
+def _finished(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
+    from optuna.trial import TrialState
+
+    return study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED))
+
+
+def confirmation_is_current(study: optuna.Study, rounds: int) -> bool:
+    """Whether the stored confirmation already covers every finished trial of the study. An
+    inconclusive one (measured on a machine that never quieted) is never current: the next
+    run confirms again."""
+    stored = study.user_attrs.get(CONFIRMATION_ATTR)
+    return bool(
+        stored
+        and not stored.get("inconclusive")
+        and stored.get("rounds") == rounds
+        and stored.get("finished_trials") == len(_finished(study))
+    )
