@@ -99,7 +99,7 @@ def run(spec_file: str | None, quiet: bool, no_wait: bool, **opts: Any) -> None:
 
     ultralytics = {k: opts.pop(k) for k in ("ultralytics_data", "imgsz", "ultralytics_cache")}
     if ultralytics["ultralytics_data"] is not None:
-        from loadersearch.integrations._ultralytics_cli import run_ultralytics
+        from loadersearch.cli._ultralytics import run_ultralytics
 
         run_ultralytics(
             ultralytics["ultralytics_data"], opts, imgsz=ultralytics["imgsz"],
