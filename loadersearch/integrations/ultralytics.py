@@ -384,10 +384,11 @@ class UltralyticsResult:
             return "\n".join([*out, "No feasible configuration: nothing to paste."])
         base = self.default()
         if base is not None and base.rate:
+            started = base.label.split()[0].lstrip("w")  # "w2 b16 pf4 persist"
             out.append(
-                f"Ultralytics' defaults (workers=8 -> {base.label}, batch=16, cache=False): "
-                f"{base.rate:.1f} img/s; the answer: {self.images_per_s:.1f} img/s "
-                f"({self.images_per_s / base.rate:.2f}x)"
+                f"Ultralytics' defaults (workers=8: their loader starts {started} here; "
+                f"batch=16, cache=False): {base.rate:.1f} img/s; the answer: "
+                f"{self.images_per_s:.1f} img/s ({self.images_per_s / base.rate:.2f}x)"
             )
         out.extend(self.notes)
         out.append("Paste into your training:")
@@ -427,6 +428,23 @@ def _check_model(model: str) -> str:
     if not model.endswith((".yaml", ".yml")):
         raise SpecError(f"model {model!r}: give a YOLO .yaml (yolo11n.yaml) or a local .pt.")
     return os.path.abspath(model) if os.path.isfile(model) else model
+
+
+def _check_hyp(hyp: Mapping[str, Any]) -> None:
+    """Names that are not their configuration's keys, refused in one line (their own check
+    prints the whole ``yolo`` help first)."""
+    import difflib
+
+    from ultralytics.utils import DEFAULT_CFG_DICT
+
+    for name in hyp:
+        if name not in DEFAULT_CFG_DICT:
+            close = difflib.get_close_matches(name, list(DEFAULT_CFG_DICT), n=1)
+            hint = f" (did you mean {close[0]}?)" if close else ""
+            raise SpecError(
+                f"hyp {name!r} is not one of Ultralytics' training arguments{hint}; see "
+                "`yolo cfg` for them."
+            )
 
 
 def _check_data(data: str) -> tuple[str, dict[str, Any]]:
@@ -541,6 +559,11 @@ def tune(
     _import()
     from ultralytics.data import build as ultra_build
 
+    _check_hyp(spec.hyp)
+    try:
+        _cfg(spec.hyp)  # their own check of the values
+    except Exception as e:
+        raise SpecError(f"Ultralytics refuses hyp {spec.hyp}: {_first_line(e)}") from e
     path, info = _check_data(spec.data)
     weights = _check_model(spec.model)
     pin_switch = hasattr(ultra_build, "PIN_MEMORY")

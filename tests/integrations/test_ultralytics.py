@@ -165,6 +165,9 @@ def test_run_refuses_weights_it_would_have_to_download(yolo_data) -> None:
         (["--fix", "persistent_workers=false"], "persistent_workers: Ultralytics' loader fixes"),
         (["--arg", "model.nc=3"], "--arg dataset.KEY=VALUE sets one of their"),
         (["--search-cache"], "--ultralytics-cache false,ram,disk"),
+        (["--arg", "dataset.mosaik=0.5"], "hyp 'mosaik' is not one of Ultralytics' training"),
+        (["--arg", "dataset.mosaic=abc"], "Ultralytics refuses hyp {'mosaic': 'abc'}"),
+        (["--img-size", "64"], "--img-size is the built-in workload's; with --ultralytics"),
     ],
 )
 def test_run_refuses_what_their_pipeline_does_not_take(yolo_data, args, match) -> None:
