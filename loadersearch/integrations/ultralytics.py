@@ -506,6 +506,13 @@ def _space_and_fix(
         )
     cap = max(1, (os.cpu_count() or 1) // max(nd, 1))
     space.setdefault("num_workers", f"0:{cap}")
+    given = [str(fix.get("num_workers", "")), str(space["num_workers"]).split(":")[-1]]
+    over = [int(v) for v in given if v.strip().isdigit() and int(v) > cap]
+    if over:
+        raise SpecError(
+            f"num_workers {max(over)}: Ultralytics' loader starts at most os.cpu_count() // "
+            f"max(GPUs, 1) = {cap} workers here, whatever workers= says; search up to {cap}."
+        )
     fixed = {
         "prefetch_factor": 4,
         "persistent_workers": True,

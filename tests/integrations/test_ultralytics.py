@@ -168,6 +168,7 @@ def test_run_refuses_weights_it_would_have_to_download(yolo_data) -> None:
         (["--arg", "dataset.mosaik=0.5"], "hyp 'mosaik' is not one of Ultralytics' training"),
         (["--arg", "dataset.mosaic=abc"], "Ultralytics refuses hyp {'mosaic': 'abc'}"),
         (["--img-size", "64"], "--img-size is the built-in workload's; with --ultralytics"),
+        (["--space", "num_workers=0:999"], "Ultralytics' loader starts at most os.cpu_count()"),
     ],
 )
 def test_run_refuses_what_their_pipeline_does_not_take(yolo_data, args, match) -> None:
