@@ -28,11 +28,9 @@ import statistics
 import sys
 import time
 
-from loadersearch._loader_config import LoaderConfig
-from loadersearch.measure import measure
-from loadersearch.measure._plan import MeasurePlan
-from loadersearch.measure._result import MeasureResult
-from loadersearch.workload._spec import WorkloadSpec
+from loadersearch import LoaderConfig
+from loadersearch.measure import MeasurePlan, MeasureResult, measure
+from loadersearch.workload import WorkloadSpec
 
 SCENARIOS = {
     "slow-device": (0.0, 60.0),  # emulated a + b*batch ms

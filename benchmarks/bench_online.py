@@ -115,11 +115,11 @@ WORKLOADS: dict[str, dict[str, Any]] = {
 
 def _step(workload: str) -> Any:
     if workload == "emulated":
-        from loadersearch.workload._emulated import EmulatedAccelerator
+        from loadersearch.workload import EmulatedAccelerator
 
         device = EmulatedAccelerator(WORKLOADS["emulated"]["emulated_ms"], (0.0, 0.0), None)
         return lambda batch: device.step(len(batch[0]))
-    from loadersearch.workload._step import make_optimizer, train_step
+    from loadersearch.workload import make_optimizer, train_step
 
     model = make_model()
     return train_step(model, nn.CrossEntropyLoss(), make_optimizer("sgd", model.parameters()),

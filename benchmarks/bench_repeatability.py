@@ -21,12 +21,9 @@ import statistics
 import sys
 import time
 
-from loadersearch._loader_config import LoaderConfig
-from loadersearch.measure import measure
-from loadersearch.measure._forkserver import serving
-from loadersearch.measure._plan import MeasurePlan
-from loadersearch.measure._projection import coefficient_of_variation
-from loadersearch.workload._spec import WorkloadSpec
+from loadersearch import LoaderConfig
+from loadersearch.measure import MeasurePlan, coefficient_of_variation, measure, serving
+from loadersearch.workload import WorkloadSpec
 
 
 def _load() -> str:

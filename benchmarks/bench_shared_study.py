@@ -79,7 +79,7 @@ def _timed_cli(argv: list[str]) -> None:
     from optuna.storages import RDBStorage
     from optuna.trial import TrialState
 
-    from loadersearch.storage._retrying import retrying_storage_class
+    from loadersearch.storage import retrying_storage_class
 
     cls = retrying_storage_class()
     main = threading.main_thread()
@@ -152,9 +152,8 @@ def _timed_cli(argv: list[str]) -> None:
     import psycopg  # noqa: F401
     import pymysql  # noqa: F401 (imported before the gate opens, as the rest)
 
-    import loadersearch.search._budget  # noqa: F401
-    import loadersearch.search._study  # noqa: F401
     from loadersearch.cli import main as cli_main
+    from loadersearch.search import optimize_to_total, run_study  # noqa: F401
 
     # Every worker starts its first storage call at once, as a Slurm array's nodes do: the
     # imports (seconds of CPU each on a small machine) are paid before the gate opens.
@@ -500,7 +499,7 @@ def main() -> None:
     if not backends:
         raise SystemExit("give --postgres URL and/or --mysql URL (a test database each)")
 
-    from loadersearch.workload._synthetic import make_dataset
+    from loadersearch.workload import make_dataset
 
     workdir = tempfile.mkdtemp(prefix="bench-shared-study-")
     data = os.path.join(workdir, "data")

@@ -28,10 +28,9 @@ import os
 import statistics
 import time
 
-from loadersearch._loader_config import LoaderConfig
-from loadersearch.measure import measure
-from loadersearch.measure._plan import MeasurePlan
-from loadersearch.workload._spec import WorkloadSpec
+from loadersearch import LoaderConfig
+from loadersearch.measure import MeasurePlan, measure
+from loadersearch.workload import WorkloadSpec
 
 # (scenario, cache, workers, prefetch_factor)
 LATENCY_ROWS = [

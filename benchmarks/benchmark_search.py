@@ -56,10 +56,10 @@ from bench_search.report import (
     targets,
     write_results,
 )
-from loadersearch._loader_config import LoaderConfig
-from loadersearch.measure._plan import MeasurePlan
-from loadersearch.search._confirm import remeasure_interleaved
-from loadersearch.workload._spec import WorkloadSpec
+from loadersearch import LoaderConfig
+from loadersearch.measure import MeasurePlan
+from loadersearch.search import remeasure_interleaved
+from loadersearch.workload import WorkloadSpec
 
 log = logging.getLogger("benchmark_search")
 
@@ -130,8 +130,8 @@ class Setup:
 
 def smoke_setup(args: argparse.Namespace, work: Path, ms: tuple[float, ...]) -> Setup:
     """The test suite's tiny run (and the options it overrides)."""
-    from loadersearch.search._space import SearchSpace
-    from loadersearch.workload._synthetic import make_dataset
+    from loadersearch.search import SearchSpace
+    from loadersearch.workload import make_dataset
 
     data = str(work / "data")
     make_dataset(data, images=16, seed=7)
@@ -150,9 +150,8 @@ def smoke_setup(args: argparse.Namespace, work: Path, ms: tuple[float, ...]) -> 
 
 def full_setup(args: argparse.Namespace, hardware: Any, ms: tuple[float, ...]) -> Setup:
     """The benchmark's workload and plan (module docstring), the grid and the sampled space."""
-    from loadersearch.search._settings import cpu_bound, default_plan
-    from loadersearch.search._space import SearchSpace
-    from loadersearch.workload._synthetic import default_dataset
+    from loadersearch.search import SearchSpace, cpu_bound, default_plan
+    from loadersearch.workload import default_dataset
 
     data = args.data or default_dataset()
     workload = WorkloadSpec(kind=args.workload, data=data, img_size=args.img_size, emulated_ms=ms)
@@ -211,8 +210,7 @@ def describe(args: argparse.Namespace, setup: Setup, hardware: Any, argv: list[s
 
 def study_overhead(args: argparse.Namespace, setup: Setup) -> list[dict[str, Any]]:
     """(0) The cost of the study itself per trial, with 10/100/1000 trials pre-filled."""
-    from loadersearch.search._opening import make_pruner
-    from loadersearch.search._sampler import DEFAULT_SAMPLER, make_sampler
+    from loadersearch.search import DEFAULT_SAMPLER, make_pruner, make_sampler
 
     if args.skip_overhead:
         return []
@@ -236,9 +234,8 @@ def run_methods(args: argparse.Namespace, setup: Setup, hardware: Any, lock: Hos
     """(1) the grid, (2) the rules of thumb, (3) per seed loadersearch with and without
     pruning and random search. Each run holds the host lock throughout (waiting for it is not
     billed to the run)."""
-    from loadersearch.search._baselines import baselines
-    from loadersearch.search._settings import StudySettings
-    from loadersearch.workload._device import uses_cuda
+    from loadersearch.search import StudySettings, baselines
+    from loadersearch.workload import uses_cuda
 
     runs = [run_grid(setup.grid.configs(), measure_one, lock)]
     gpu = uses_cuda(setup.workload, hardware)
@@ -312,9 +309,8 @@ def main(argv: list[str] | None = None) -> int:
     warnings.filterwarnings("ignore", module="optuna")
     import optuna
 
-    from loadersearch._hardware import fingerprint
-    from loadersearch.measure import measure
-    from loadersearch.measure._forkserver import serving
+    from loadersearch import fingerprint
+    from loadersearch.measure import measure, serving
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     t_start = time.perf_counter()

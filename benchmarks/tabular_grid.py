@@ -52,10 +52,9 @@ from bench_tabular.grid import (
 )
 from bench_tabular.io_server import IO_MS_ENV
 
-from loadersearch._loader_config import LoaderConfig
-from loadersearch.measure._plan import MeasurePlan
-from loadersearch.measure._result import MeasureResult
-from loadersearch.workload._spec import WorkloadSpec
+from loadersearch import LoaderConfig
+from loadersearch.measure import MeasurePlan, MeasureResult
+from loadersearch.workload import WorkloadSpec
 
 HERE = Path(__file__).resolve().parent
 
@@ -92,7 +91,7 @@ def _commit() -> str:
 def setup(args: argparse.Namespace) -> tuple[WorkloadSpec, MeasurePlan, GridSpec]:
     """The workload, plan and grid (module docstring); ``--smoke``: a tiny grid on 16 tiny
     images, for the test that keeps this script from rotting."""
-    from loadersearch.workload._synthetic import default_dataset, make_dataset
+    from loadersearch.workload import default_dataset, make_dataset
 
     if not args.smoke:
         source = default_dataset()
@@ -110,8 +109,8 @@ def setup(args: argparse.Namespace) -> tuple[WorkloadSpec, MeasurePlan, GridSpec
 def describe(args: argparse.Namespace, argv: list[str] | None, workload: WorkloadSpec,
              plan: MeasurePlan, grid: GridSpec) -> dict[str, Any]:  # fmt: skip
     """The table's metadata: how it was made, on what, under which load."""
-    from loadersearch._hardware import fingerprint
-    from loadersearch.workload._datasets import open_dataset
+    from loadersearch import fingerprint
+    from loadersearch.workload import open_dataset
 
     hardware = fingerprint()
     dataset_len = len(open_dataset(workload.data, img_size=workload.img_size))
@@ -148,9 +147,8 @@ def describe(args: argparse.Namespace, argv: list[str] | None, workload: Workloa
 def main(argv: list[str] | None = None) -> int:
     args = _args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
-    from loadersearch._hostlock import measurement_lock
-    from loadersearch.measure import measure
-    from loadersearch.measure._forkserver import serving
+    from loadersearch import measurement_lock
+    from loadersearch.measure import measure, serving
 
     os.environ[IO_MS_ENV] = f"{args.io_ms:g}"  # read by the measuring children
     workload, plan, grid = setup(args)

@@ -28,7 +28,7 @@ def generated_data(root: str, images: int) -> str:
     """``root/data.yaml`` of a generated YOLO dataset of ``images`` images, written once."""
     data = os.path.join(root, "data.yaml")
     if not os.path.isfile(data):
-        from loadersearch.workload._synthetic import make_dataset
+        from loadersearch.workload import make_dataset
 
         make_dataset(root, images=images, fmt="yolo")
     return data

@@ -12,9 +12,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from loadersearch._loader_config import LoaderConfig
-from loadersearch.measure._plan import MeasurePlan
-from loadersearch.workload._spec import PipelineSpec, WorkloadSpec
+from loadersearch._hardware import Hardware, fingerprint
+from loadersearch._hostlock import measurement_lock
+from loadersearch._lazy import lazy_attribute
+from loadersearch._loader_config import DEFAULT_START_METHOD, LoaderConfig
+from loadersearch.measure import MeasurePlan
+from loadersearch.workload import PipelineSpec, WorkloadSpec
 
 if TYPE_CHECKING:
     from loadersearch._api import TuneResult, bench, tune
@@ -23,33 +26,35 @@ if TYPE_CHECKING:
 __version__ = "0.1.0"
 
 __all__ = [
+    "DEFAULT_START_METHOD",
     "AutoLoader",
+    "Hardware",
     "LoaderConfig",
     "MeasurePlan",
     "PipelineSpec",
     "TuneResult",
     "WorkloadSpec",
     "bench",
+    "fingerprint",
     "load_best",
+    "measurement_lock",
     "tune",
     "__version__",
     "autoloader",
 ]
 
-_LAZY = {"tune", "bench", "TuneResult"}  # from loadersearch._api
-_ONLINE = {"AutoLoader", "autoloader"}  # from loadersearch.online (imports torch)
+# Imported on first use (loadersearch._lazy): the API's module, and online/, which imports torch.
+_LAZY = {
+    "TuneResult": "_api",
+    "bench": "_api",
+    "tune": "_api",
+    "AutoLoader": "online",
+    "autoloader": "online",
+}
 
 
 def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        from loadersearch import _api as api
-
-        return getattr(api, name)
-    if name in _ONLINE:
-        from loadersearch import online
-
-        return getattr(online, name)
-    raise AttributeError(f"module 'loadersearch' has no attribute {name!r}")
+    return lazy_attribute(__name__, _LAZY, name)
 
 
 def __dir__() -> list[str]:

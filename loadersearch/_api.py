@@ -46,15 +46,15 @@ from typing import TYPE_CHECKING, Any
 
 from loadersearch._loader_config import LoaderConfig
 from loadersearch.errors import PipelineError
-from loadersearch.measure._plan import MeasurePlan
-from loadersearch.workload._spec import WorkloadSpec
+from loadersearch.measure import MeasurePlan
+from loadersearch.workload import WorkloadSpec
 
 if TYPE_CHECKING:
     import optuna
 
-    from loadersearch.measure._result import MeasureResult, Window
+    from loadersearch.measure import MeasureResult, Window
     from loadersearch.report import Summary
-    from loadersearch.search._progress import Progress
+    from loadersearch.search import Progress
 
 _logger = logging.getLogger(__name__)
 
@@ -208,8 +208,7 @@ def tune(
     """
     from loadersearch._hardware import fingerprint
     from loadersearch.report import summarize
-    from loadersearch.search._settings import Overrides, StudySettings, resolve_settings
-    from loadersearch.search._study import run_study
+    from loadersearch.search import Overrides, StudySettings, resolve_settings, run_study
     from loadersearch.storage import resolve_storage_url
 
     given = dict(locals())  # the arguments, before anything else is named here
@@ -297,8 +296,8 @@ def bench(
     """
     from loadersearch._hardware import fingerprint
     from loadersearch.errors import SpecError
-    from loadersearch.measure import measure, prepare
-    from loadersearch.search._settings import DEFAULT_PRECISION, resolve_pipeline
+    from loadersearch.measure import DEFAULT_PRECISION, measure, prepare
+    from loadersearch.search import resolve_pipeline
 
     given = dict(locals())  # the arguments, before anything else is named here
     _refuse_inside_measurement("bench")
@@ -326,7 +325,7 @@ def bench(
 
 
 def _refuse_inside_measurement(name: str) -> None:
-    from loadersearch.workload._refs import MEASURING_ENV
+    from loadersearch.workload import MEASURING_ENV
 
     if os.environ.get(MEASURING_ENV):
         raise PipelineError(
@@ -346,7 +345,7 @@ def _pipeline_options(
     model_kwargs: Mapping[str, Any] | None,
 ) -> dict[str, Any]:
     """PipelineSpec fields from the API's arguments (references and keyword arguments)."""
-    from loadersearch.workload._refs import ref_of
+    from loadersearch.workload import ref_of
 
     parts = {
         "dataset": dataset,
@@ -387,7 +386,7 @@ def _given(
     switch (``probe=False``) is given when it is not its default, and a size is bytes (an int
     from Python is a count of bytes, ``8 * 2**30``; text needs its unit)."""
     from loadersearch._options import OFF, ON, SIZE, declared
-    from loadersearch.search._settings import parse_size
+    from loadersearch.search import parse_size
 
     out: dict[str, Any] = {}
     for name, o in declared(owner).items():
@@ -410,7 +409,7 @@ def _plan_options(plan: MeasurePlan | Mapping[str, Any] | None) -> dict[str, Any
     """The fields a ``plan`` argument sets: a :class:`MeasurePlan`'s declared ones, or a
     mapping's, which must be among them (the internal ones are not the caller's)."""
     from loadersearch._options import declared
-    from loadersearch.search._settings import SpecError
+    from loadersearch.errors import SpecError
 
     known = declared(MeasurePlan)
     if plan is None:

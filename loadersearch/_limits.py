@@ -79,7 +79,7 @@ def environment_error(e: OSError) -> LoaderSearchError | None:
         return ResourceLimitError(f"{fd_problem()}.")
     if e.errno in (errno.ENOSPC, errno.EDQUOT):
         from loadersearch.errors import DiskFullError
-        from loadersearch.storage._disk import describe_space
+        from loadersearch.storage import describe_space
 
         where = e.filename or "."
         return DiskFullError(

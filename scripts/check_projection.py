@@ -96,7 +96,7 @@ def small_dataset(root: Path, images: int, shrink: int) -> str:
     decoding is cheap and the emulated storage latency dominates. Kept once made."""
     from PIL import Image
 
-    from loadersearch.workload._synthetic import make_dataset
+    from loadersearch.workload import make_dataset
 
     done = root / f".complete-{images}-{shrink}"
     if done.exists():
@@ -154,9 +154,9 @@ def main(argv: list[str] | None = None) -> int:
     args = _args(argv)
     # PyTorch warns of more workers than CPUs: here that is the point (they sleep, as on I/O).
     warnings.filterwarnings("ignore", message="This DataLoader will create")
-    from loadersearch._hostlock import measurement_lock
+    from loadersearch import measurement_lock
     from loadersearch.measure import measure
-    from loadersearch.search._settings import default_plan
+    from loadersearch.search import default_plan
 
     data = small_dataset(args.data, args.images, args.shrink)
     spec = WorkloadSpec(

@@ -65,7 +65,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def _generate(tmp_path_factory: pytest.TempPathFactory, fmt: str) -> str:
-    from loadersearch.workload._synthetic import make_dataset
+    from loadersearch.workload import make_dataset
 
     root = tmp_path_factory.mktemp(f"tiny-{fmt}")
     make_dataset(root, images=TINY_IMAGES, fmt=fmt, seed=TINY_SEED)

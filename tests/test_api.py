@@ -13,8 +13,8 @@ from helpers import pipelines
 
 import loadersearch
 from loadersearch.errors import PipelineError, StudyError
-from loadersearch.measure._result import BAD_SAMPLE, ERROR, OK
-from loadersearch.search._study import join_study
+from loadersearch.measure import BAD_SAMPLE, ERROR, OK
+from loadersearch.search import join_study
 
 # Tiny measurements: the emulated device takes 20 ms a batch, the data are 8 px tensors.
 PLAN = {"epochs": 2, "steps": 2, "windows_per_epoch": 2, "warmup_steps": 1, "timeout_s": 120}
@@ -139,7 +139,7 @@ def test_bench_from_python_measures_as_the_bench_command_does() -> None:
 
     from loadersearch._hardware import fingerprint
     from loadersearch.cli import cli
-    from loadersearch.measure._result import MeasureResult
+    from loadersearch.measure import MeasureResult
 
     plan = {**PLAN, "precision": 0}
     api = loadersearch.bench(

@@ -8,8 +8,8 @@ import pytest
 
 from loadersearch._loader_config import DEFAULT_START_METHOD, PLATFORM_START_METHOD, LoaderConfig
 from loadersearch._options import parse_size
-from loadersearch.measure._plan import MeasurePlan
-from loadersearch.workload._spec import FORMATS, WorkloadSpec
+from loadersearch.measure import MeasurePlan
+from loadersearch.workload import FORMATS, WorkloadSpec
 
 
 def test_sizes_read_binary_and_decimal_units() -> None:
@@ -97,7 +97,7 @@ def test_the_snippet_names_the_start_method_only_when_python_would_start_workers
         assert config.label().endswith(f" {other}")
     assert LoaderConfig(num_workers=2).label() == "w2 b16 pf2"  # the default goes unsaid
 def test_a_pipeline_survives_the_trip_to_the_child_and_refuses_what_json_cannot_hold() -> None:
-    from loadersearch.workload._spec import PipelineSpec
+    from loadersearch.workload import PipelineSpec
 
     pipeline = PipelineSpec(dataset="mypkg.data:make", dataset_kwargs={"crop": (224, 224)})
     spec = WorkloadSpec(kind="loader", pipeline=pipeline)

@@ -3,6 +3,7 @@ module imports the CLI.
 
 Every import counts: a function-local one (it hides a cycle from Python's import machinery, not
 from a reader) and one under ``if TYPE_CHECKING:`` (the two modules still need each other).
+A package's ``_LAZY`` table (names its ``__getattr__`` imports on first use) counts too.
 An edge goes to the module named; importing ``a.b.c`` also runs ``a/__init__.py`` and
 ``a/b/__init__.py``, but a package's ``__init__`` that re-exports its submodules is no cycle
 with them, so those implicit edges are left out."""
@@ -52,7 +53,18 @@ def _imports(name: str, source: str, is_package: bool, modules: set[str]) -> set
             for alias in node.names:
                 sub = f"{base}.{alias.name}"
                 found.add(sub if sub in modules else base)
+        elif is_package and _is_lazy_table(node):
+            # loadersearch._lazy: {"name": "_module"}, imported on first use
+            found.update(f"{name}.{v.value}" for v in node.value.values)
     return {m for m in found if m in modules and m != name}
+
+
+def _is_lazy_table(node: ast.AST) -> bool:
+    return (
+        isinstance(node, ast.Assign)
+        and [getattr(t, "id", None) for t in node.targets] == ["_LAZY"]
+        and isinstance(node.value, ast.Dict)
+    )
 
 
 def _graph() -> dict[str, set[str]]:
@@ -182,3 +194,83 @@ def test_no_library_module_imports_the_cli() -> None:
         if (target + ".").startswith(cli + ".") and (source, target) not in KNOWN_EDGES
     )
     assert not offenders, "library modules that import the CLI:\n" + "\n".join(offenders)
+
+
+def _internal_imports(path: Path) -> list[tuple[int, str]]:
+    """The loadersearch modules with a ``_`` name anywhere in their dotted path that the file
+    at ``path`` imports (line, module): ``loadersearch._api``, ``loadersearch.search._space``."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        names = []
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names = [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
+        for dotted in names:
+            parts = dotted.split(".")
+            if parts[0] == PACKAGE and any(p.startswith("_") for p in parts[1:]):
+                found.append((node.lineno, dotted))
+                break
+    return found
+
+
+# Code that reaches into another package's internals on purpose, each with its reason.
+KNOWN_INTERNAL: dict[tuple[str, str], str] = {
+    ("benchmarks/bench_tabular/io_server.py", "loadersearch.workload._datasets"): (
+        "replaces open_dataset where the measuring child looks it up, to serve its files"
+    ),
+}
+
+
+def _allowed(internal: str, home: str | None) -> bool:
+    """Whether code of package ``home`` (``"loadersearch.search"``; ``"loadersearch"`` for the
+    top level's own modules and tests; None outside the package) may import ``internal``: a
+    package's internals are its own and its subpackages'."""
+    parts = internal.split(".")
+    owner = ".".join(parts[: next(i for i, p in enumerate(parts) if p.startswith("_"))])
+    return home is not None and (home + ".").startswith(owner + ".")
+
+
+def test_code_outside_a_package_imports_its_surface_not_its_modules() -> None:
+    """The ``_`` convention, checked: a module with a ``_`` name is internal to its package;
+    other packages, the benchmarks, scripts, examples and the tests of other packages import
+    what the package's ``__init__`` exports (its ``__all__``). The tests of a package
+    (``tests/search/`` for ``loadersearch.search``; ``tests/`` itself for the top level's
+    modules) may reach into its internals."""
+    repo = ROOT.parent
+    offenders = []
+    for path in sorted(ROOT.rglob("*.py")):
+        home = _module_name(path if path.name == "__init__.py" else path.parent / "__init__.py")
+        for line, internal in _internal_imports(path):
+            if not _allowed(internal, home):
+                offenders.append(f"{path.relative_to(repo)}:{line}: {internal}")
+    for folder in ("benchmarks", "scripts", "examples", "tests"):
+        for path in sorted((repo / folder).rglob("*.py")):
+            rel = path.relative_to(repo)
+            home = None
+            if folder == "tests" and rel.parts[1] != "helpers":
+                # tests/test_x.py: the top level; tests/search/...: loadersearch.search
+                home = PACKAGE if len(rel.parts) == 2 else f"{PACKAGE}.{rel.parts[1]}"
+            for line, internal in _internal_imports(path):
+                if not _allowed(internal, home) and (str(rel), internal) not in KNOWN_INTERNAL:
+                    offenders.append(f"{rel}:{line}: {internal}")
+    assert not offenders, (
+        "imports of another package's internals (import what its __init__ exports):\n"
+        + "\n".join(offenders)
+    )
+
+
+def test_every_package_surface_lists_what_it_exports() -> None:
+    """Each package's ``__all__`` names exactly what it imports or defines for others, and each
+    name resolves (a lazy one too)."""
+    import importlib
+
+    for name, path in _modules().items():
+        if path.name != "__init__.py" or any(p.startswith("_") for p in name.split(".")):
+            continue
+        package = importlib.import_module(name)
+        exported = getattr(package, "__all__", None)
+        assert exported is not None, f"{name} has no __all__"
+        assert len(set(exported)) == len(exported), f"{name}.__all__ repeats a name"
+        for item in exported:
+            assert getattr(package, item) is not None or item.isupper(), f"{name}.{item}"

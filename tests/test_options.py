@@ -25,19 +25,18 @@ from loadersearch._options import (
     default_of,
     help_of,
 )
-from loadersearch.cli import cli
-from loadersearch.cli._options import DeclaredOption
-from loadersearch.measure._plan import MeasurePlan
-from loadersearch.search._settings import (
-    _SECTIONS,
+from loadersearch.cli import DeclaredOption, cli
+from loadersearch.errors import SpecError
+from loadersearch.measure import MeasurePlan
+from loadersearch.search import (
+    KNOBS,
+    SPEC_SECTIONS,
     Overrides,
-    SpecError,
     StudySettings,
     load_spec_file,
     resolve_settings,
 )
-from loadersearch.search._space import KNOBS
-from loadersearch.workload._spec import PipelineSpec, WorkloadSpec
+from loadersearch.workload import PipelineSpec, WorkloadSpec
 
 OWNERS = (LoaderConfig, WorkloadSpec, PipelineSpec, MeasurePlan, StudySettings)
 SECTION = {
@@ -150,7 +149,7 @@ def test_an_option_reaches_the_spec_file(owner, name, tmp_path) -> None:
         return
     section = o.section or SECTION[owner]
     key = o.key or name
-    assert (key in _SECTIONS[section]) == o.spec
+    assert (key in SPEC_SECTIONS[section]) == o.spec
     if not o.spec:
         return
     value = sample(owner, name)

@@ -18,8 +18,8 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from loadersearch._loader_config import LoaderConfig
-from loadersearch.measure._result import OK, MeasureResult
+from loadersearch import LoaderConfig
+from loadersearch.measure import OK, MeasureResult
 
 _logger = logging.getLogger(__name__)
 
@@ -37,7 +37,7 @@ class HostLock:
 
     @contextlib.contextmanager
     def hold(self) -> Iterator[None]:
-        from loadersearch._hostlock import measurement_lock
+        from loadersearch import measurement_lock
 
         t0 = time.perf_counter()
         with measurement_lock():
@@ -256,7 +256,7 @@ def spread(values: Sequence[float]) -> dict[str, float]:
 
 def _log_progress() -> Any:
     """The search's progress hooks, as log lines (the benchmark runs unattended)."""
-    from loadersearch.search._progress import Progress
+    from loadersearch.search import Progress
 
     class LogProgress(Progress):
         def trial_end(self, trial: Any, summary: dict[str, Any]) -> None:
@@ -275,8 +275,7 @@ def run_loadersearch(settings: Any, method: str, *, hardware: Any) -> MethodRun:
     """loadersearch as users run it: :func:`loadersearch.search._study.run_study`, the function
     ``loadersearch run`` calls (study creation, batch probe, baselines enqueued first, the
     sampler and pruner of ``settings``, the interleaved confirmation of the finalists)."""
-    from loadersearch.search._confirm import feasible_complete, trial_config
-    from loadersearch.search._study import run_study
+    from loadersearch.search import feasible_complete, run_study, trial_config
 
     run = MethodRun(method, settings.seed)
     t0_wall, t0 = time.time(), time.perf_counter()
@@ -330,8 +329,7 @@ def run_random(
     confirmation: it names its best trial, as random search usually does."""
     import optuna
 
-    from loadersearch.search._confirm import feasible_complete, trial_config
-    from loadersearch.search._objective import Objective, TrialCrash
+    from loadersearch.search import Objective, TrialCrash, feasible_complete, trial_config
     from loadersearch.storage import open_storage
 
     run = MethodRun("random", seed)

@@ -70,9 +70,9 @@ def _user_attrs(params: dict[str, Any], rate: float, rng: np.random.Generator) -
     """The user attributes a measured trial carries: the search objective's own
     (``result_attrs`` of a plausible measurement) when the search package is there."""
     try:
-        from loadersearch._loader_config import LoaderConfig
-        from loadersearch.measure._result import OK, MeasureResult
-        from loadersearch.search._objective import result_attrs
+        from loadersearch import LoaderConfig
+        from loadersearch.measure import OK, MeasureResult
+        from loadersearch.search import result_attrs
     except ImportError:
         pass
     else:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from bench_search.compare import MethodRun, spread
-from loadersearch._loader_config import LoaderConfig
+from loadersearch import LoaderConfig
 
 LOADERSEARCH = "loadersearch"
 NOPRUNING = "loadersearch-nopruning"

@@ -26,10 +26,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from loadersearch._loader_config import LoaderConfig
-from loadersearch.measure._plan import MeasurePlan
-from loadersearch.measure._result import MeasureResult
-from loadersearch.workload._spec import WorkloadSpec
+from loadersearch import LoaderConfig
+from loadersearch.measure import MeasurePlan, MeasureResult
+from loadersearch.workload import WorkloadSpec
 
 log = logging.getLogger(__name__)
 

@@ -51,6 +51,6 @@ def _install() -> None:
 
 if __name__ == "__main__":
     _install()
-    from loadersearch.measure._forkserver import main
+    from loadersearch.measure import main
 
     sys.exit(main())

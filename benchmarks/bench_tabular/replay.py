@@ -31,11 +31,10 @@ import optuna
 from optuna.trial import TrialState
 
 from bench_tabular.table import Table, as_result
-from loadersearch._hardware import Hardware
-from loadersearch._loader_config import LoaderConfig
-from loadersearch.measure._plan import MeasurePlan
-from loadersearch.search._space import SearchSpace
-from loadersearch.workload._spec import WorkloadSpec
+from loadersearch import Hardware, LoaderConfig
+from loadersearch.measure import MeasurePlan
+from loadersearch.search import SearchSpace
+from loadersearch.workload import WorkloadSpec
 
 log = logging.getLogger(__name__)
 
@@ -112,7 +111,7 @@ def _before_sampler(seed: int) -> optuna.samplers.BaseSampler:
 
 def _sampler(method: Method, space: SearchSpace, seed: int, gpu: bool
              ) -> optuna.samplers.BaseSampler:  # fmt: skip
-    from loadersearch.search._sampler import make_sampler
+    from loadersearch.search import make_sampler
 
     if method.sampler is None:
         return optuna.samplers.RandomSampler(seed=seed)
@@ -128,7 +127,7 @@ def _finished(study: optuna.Study) -> int:
 
 def _answer(study: optuna.Study, objective: Any, method: Method, account: Accounting
             ) -> LoaderConfig | None:  # fmt: skip
-    from loadersearch.search._confirm import confirm_study, feasible_complete, trial_config
+    from loadersearch.search import confirm_study, feasible_complete, trial_config
 
     if method.confirm_rounds:
         account.confirming = True
@@ -164,10 +163,7 @@ def replay_seed(
     a CUDA host. ``settle``: one row only, at the largest budget as a cap, the study stopped
     once settled as ``loadersearch run`` stops it (:mod:`loadersearch.search._settle`); its
     ``trials`` say how many it used."""
-    from loadersearch.search._objective import Objective, TrialCrash
-    from loadersearch.search._opening import make_pruner
-    from loadersearch.search._settle import settled
-    from loadersearch.search._study import enqueue_baselines
+    from loadersearch.search import Objective, TrialCrash, enqueue_baselines, make_pruner, settled
 
     rng = random.Random(zlib.crc32(f"{method.name}:{seed}".encode()))
     account = Accounting()

@@ -10,9 +10,9 @@ from typing import Any
 
 from bench_tabular.replay import RANDOM_SEARCH, percentile
 from bench_tabular.table import Table
-from loadersearch._loader_config import LoaderConfig
-from loadersearch.measure._projection import coefficient_of_variation
-from loadersearch.search._space import SearchSpace
+from loadersearch import LoaderConfig
+from loadersearch.measure import coefficient_of_variation
+from loadersearch.search import SearchSpace
 
 TARGET = 0.97
 DEFAULT_METHOD = "loadersearch (structured)"  # the default sampler (search.sampler)

@@ -29,9 +29,14 @@ import zlib
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from loadersearch._loader_config import LoaderConfig
-from loadersearch.measure._projection import coefficient_of_variation, full_epoch_images
-from loadersearch.measure._result import OK, MeasureResult, Window
+from loadersearch import LoaderConfig
+from loadersearch.measure import (
+    OK,
+    MeasureResult,
+    Window,
+    coefficient_of_variation,
+    full_epoch_images,
+)
 
 OBJECTIVE_KEYS = ("objective", "steady_rate", "start_cost_s", "window_cv")
 TIME_KEYS = ("warmup_s", "overhead_s", "wall_s")
@@ -149,7 +154,7 @@ class Table:
     @property
     def dataset_len(self) -> int:
         """Images in the measured dataset (the full epoch the objective projects to)."""
-        from loadersearch.workload._synthetic import DEFAULT_DATASET_IMAGES
+        from loadersearch.workload import DEFAULT_DATASET_IMAGES
 
         return int(self.meta.get("dataset_len") or DEFAULT_DATASET_IMAGES)
 

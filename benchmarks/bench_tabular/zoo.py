@@ -30,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from loadersearch._loader_config import LoaderConfig
+from loadersearch import LoaderConfig
 
 Model = Callable[[LoaderConfig], float]
 

@@ -15,6 +15,8 @@ import click
 
 from loadersearch.errors import Interrupted, LoaderSearchError
 
+__all__ = ["DeclaredOption", "cli", "main"]
+
 
 def _interrupted_line(interrupt: Interrupted) -> str:
     line = f"Interrupted ({interrupt.name}): the measuring processes were stopped."
@@ -32,7 +34,7 @@ def _stop(ctx: click.Context, e: BaseException, line: str, code: int) -> NoRetur
     or without --debug: a script's handling of a bad input must not change when someone
     debugs it. Both are scrubbed of the storage URL's secrets (a driver's error may quote
     them)."""
-    from loadersearch.storage._url import scrub_known
+    from loadersearch.storage import scrub_known
 
     if ctx.obj and ctx.obj.get("debug"):
         click.echo(scrub_known("".join(traceback.format_exception(e))), err=True, nl=False)
@@ -62,7 +64,7 @@ class _Group(click.Group):
             _stop(ctx, e, _interrupted_line(interrupt), interrupt.exit_code)
         except Exception as e:
             from loadersearch._limits import environment_error
-            from loadersearch.storage._url import scrub_known
+            from loadersearch.storage import scrub_known
 
             # a full disk, too many open files: not a bug
             error = environment_error(e) if isinstance(e, OSError) else None
@@ -79,7 +81,7 @@ class _ScrubSecrets(logging.Filter):
     """Masks the storage URL's secrets in every log line (a driver's message, --debug)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        from loadersearch.storage._url import scrub_known
+        from loadersearch.storage import scrub_known
 
         message = record.getMessage()
         scrubbed = scrub_known(message)
@@ -176,6 +178,7 @@ from loadersearch.cli import (  # noqa: E402
     _run,
     _worker,
 )
+from loadersearch.cli._options import DeclaredOption  # noqa: E402  (tests/test_options.py)
 
 for _command in (
     _make_dataset.make_dataset,

@@ -9,6 +9,7 @@ from typing import Any
 import click
 
 from loadersearch._loader_config import LoaderConfig
+from loadersearch._units import fmt_bytes
 from loadersearch.cli._options import (
     PLAN_KEYS,
     WORKLOAD_KEYS,
@@ -19,9 +20,8 @@ from loadersearch.cli._options import (
     workload_options,
 )
 from loadersearch.errors import LoaderSearchError
-from loadersearch.measure._plan import MeasurePlan
-from loadersearch.measure._shm import fmt_bytes
-from loadersearch.workload._spec import WorkloadSpec
+from loadersearch.measure import MeasurePlan
+from loadersearch.workload import WorkloadSpec
 
 # Exit codes of bench (documented in --help).
 EXIT_OK = 0
@@ -73,7 +73,8 @@ def bench(
     Example:
       loadersearch bench --workload loader --num-workers 2 --batch-size 32 --pin-memory
     """
-    from loadersearch.search._settings import DEFAULT_PRECISION, resolve_pipeline
+    from loadersearch.measure import DEFAULT_PRECISION
+    from loadersearch.search import resolve_pipeline
 
     pipeline = resolve_pipeline({}, pipeline_given(opts))
     try:

@@ -36,8 +36,7 @@ def confirm(
     it: only from modules under the working directory or a --pipeline-path directory.
     """
     from loadersearch.errors import StudyError
-    from loadersearch.search._confirm import feasible_complete
-    from loadersearch.search._study import join_study
+    from loadersearch.search import feasible_complete, join_study
 
     settings, notes = join_study(
         study_name,

@@ -24,8 +24,8 @@ from loadersearch.cli._options import (
     workload_options,
 )
 from loadersearch.errors import LoaderSearchError
-from loadersearch.measure._plan import MeasurePlan
-from loadersearch.workload._spec import WorkloadSpec
+from loadersearch.measure import MeasurePlan
+from loadersearch.workload import WorkloadSpec
 
 _LOADER_KEYS = tuple(k for k in keys_of(LoaderConfig) if k != "start_method")
 
@@ -119,9 +119,9 @@ def diagnose(
       loadersearch diagnose --workload emulated --emulated-ms 1,0.2 --target-rate 3000
     """
     from loadersearch._hardware import fingerprint
-    from loadersearch.diagnose._stored import store_diagnosis
+    from loadersearch.diagnose import store_diagnosis
     from loadersearch.measure import prepare
-    from loadersearch.search._opening import describe_spec
+    from loadersearch.search import describe_spec
 
     err_console = _console(stderr=True)
     target, spec = _what_to_diagnose(study_name, storage, opts, err_console)
@@ -135,7 +135,7 @@ def diagnose(
 
     from loadersearch._hostlock import measurement_lock
     from loadersearch.diagnose import diagnose as run_diagnosis
-    from loadersearch.diagnose._plots import write_outputs
+    from loadersearch.diagnose import write_outputs
 
     config = target.config
     with measurement_lock(wait=True), err_console.status("diagnosing...") as status:
@@ -171,8 +171,9 @@ def _what_to_diagnose(
 ) -> tuple[Any, WorkloadSpec]:
     """The configuration to diagnose (given, or the study's winner: said on stderr) and the
     workload to measure it on (the options over the study's)."""
-    from loadersearch.diagnose._stored import Target, study_pipeline, study_winner
-    from loadersearch.search._settings import resolve_pipeline
+    from loadersearch.diagnose import Target, study_pipeline
+    from loadersearch.report import winner_target
+    from loadersearch.search import resolve_pipeline
 
     trust = pipeline_trust(opts)
     loader = given(opts, _LOADER_KEYS)
@@ -186,7 +187,7 @@ def _what_to_diagnose(
         if loader:  # the others as LoaderConfig's defaults, as bench's
             target = Target(LoaderConfig(**loader))
         else:
-            target = study_winner(study_name, storage)
+            target = winner_target(study_name, storage)
             err_console.print(target.said, soft_wrap=True, highlight=False)
         base = {k: v for k, v in target.workload.items() if k != "pipeline"}
         if pipeline is None:  # the study's own, imported only if trusted
@@ -199,7 +200,7 @@ def _what_to_diagnose(
 
 def _plan(spec: WorkloadSpec, hardware: Any, plan_in: dict[str, Any]) -> MeasurePlan:
     """A study's default plan for this machine, with the options given."""
-    from loadersearch.search._settings import cpu_bound, default_plan
+    from loadersearch.search import cpu_bound, default_plan
 
     try:
         return MeasurePlan(

@@ -7,7 +7,7 @@ import shutil
 
 import click
 
-from loadersearch.workload._spec import FORMATS
+from loadersearch.workload import FORMATS
 
 
 @click.command("make-dataset")
@@ -66,7 +66,7 @@ def make_dataset(
             )
         for sub in ("images", "labels", "JPEGImages", "Annotations", "annotations"):
             shutil.rmtree(os.path.join(directory, sub), ignore_errors=True)
-    from loadersearch.workload._synthetic import make_dataset as generate
+    from loadersearch.workload import make_dataset as generate
 
     stats = generate(directory, images=images, fmt=fmt, seed=seed, num_classes=num_classes)
     click.echo(

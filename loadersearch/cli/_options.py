@@ -30,9 +30,9 @@ from loadersearch._options import (
     help_of,
     parse_size,
 )
-from loadersearch.measure._plan import MeasurePlan
-from loadersearch.search._settings import StudySettings
-from loadersearch.workload._spec import PIPELINE_PARTS, PipelineSpec, WorkloadSpec
+from loadersearch.measure import MeasurePlan
+from loadersearch.search import StudySettings
+from loadersearch.workload import PIPELINE_PARTS, PipelineSpec, WorkloadSpec
 
 no_wait_option = click.option(
     "--no-wait",
@@ -45,7 +45,7 @@ no_wait_option = click.option(
 def pipeline_trust(opts: dict[str, Any]) -> Any:
     """The :class:`~loadersearch.workload._refs.PipelineTrust` of ``--pipeline-path`` and
     ``--trust-pipeline``, removed from ``opts``."""
-    from loadersearch.workload._refs import PipelineTrust
+    from loadersearch.workload import PipelineTrust
 
     return PipelineTrust(
         paths=tuple(opts.pop("pipeline_paths", ()) or ()),

@@ -19,9 +19,9 @@ from loadersearch.cli._options import (
     workload_options,
 )
 from loadersearch.integrations.ultralytics import UltralyticsSpec
-from loadersearch.measure._plan import MeasurePlan
-from loadersearch.search._settings import StudySettings
-from loadersearch.workload._spec import WorkloadSpec
+from loadersearch.measure import MeasurePlan
+from loadersearch.search import StudySettings
+from loadersearch.workload import WorkloadSpec
 
 _SPACE_HELP = (
     "Narrow a knob: num_workers=2:12, batch_size=8:64:8 (step) or pow2:8:128, "
@@ -93,8 +93,7 @@ def run(spec_file: str | None, quiet: bool, no_wait: bool, **opts: Any) -> None:
       loadersearch run --ultralytics data.yaml --model yolo11n.yaml --imgsz 640
     """
     from loadersearch._hardware import fingerprint
-    from loadersearch.search._settings import Overrides, resolve_settings
-    from loadersearch.search._space import SpaceError, parse_assignment
+    from loadersearch.search import Overrides, SpaceError, parse_assignment, resolve_settings
     from loadersearch.storage import resolve_storage_url
 
     ultralytics = {k: opts.pop(k) for k in ("ultralytics_data", "imgsz", "ultralytics_cache")}

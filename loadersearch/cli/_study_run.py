@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from loadersearch._hardware import Hardware
-    from loadersearch.search._settings import StudySettings
+    from loadersearch.search import StudySettings
 
 
 def run_and_render(
@@ -31,7 +31,7 @@ def run_and_render(
     from loadersearch._hostlock import measurement_lock
     from loadersearch.report import make_progress, render_summary, summarize, trial_hooks
     from loadersearch.report import publish as publish_note
-    from loadersearch.search._study import run_study
+    from loadersearch.search import run_study
 
     if no_wait:
         with measurement_lock(wait=False):

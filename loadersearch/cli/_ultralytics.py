@@ -11,7 +11,7 @@ import click
 from loadersearch import MeasurePlan, WorkloadSpec
 from loadersearch._options import OFF, ON, declared, default_of
 from loadersearch.search import StudySettings
-from loadersearch.workload._spec import PIPELINE_PARTS
+from loadersearch.workload import PIPELINE_PARTS
 
 
 def api_options(opts: dict[str, Any], owner: type) -> dict[str, Any]:
@@ -42,10 +42,10 @@ def run_ultralytics(
     no_wait: bool,
 ) -> None:
     """``run``'s remaining ``opts`` (click's parameter names) for the Ultralytics studies."""
-    from loadersearch._hostlock import measurement_lock
+    from loadersearch import measurement_lock
     from loadersearch.cli._options import parse_arg
     from loadersearch.integrations import ultralytics as ul
-    from loadersearch.search._space import SpaceError, parse_assignment
+    from loadersearch.search import SpaceError, parse_assignment
 
     if opts.pop("search_cache", False):
         raise click.UsageError(

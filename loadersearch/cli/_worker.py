@@ -18,7 +18,7 @@ from loadersearch.cli._options import (
     storage_option,
     study_option,
 )
-from loadersearch.search._settings import StudySettings
+from loadersearch.search import StudySettings
 
 
 @click.command("worker")
@@ -54,7 +54,7 @@ def worker(
     worker shows them, and imports them only from modules under the working directory or a
     --pipeline-path directory (--trust-pipeline: from anywhere but the standard library).
     """
-    from loadersearch.search._study import join_study
+    from loadersearch.search import join_study
 
     settings, notes = join_study(
         study_name,

@@ -9,24 +9,25 @@ what-ifs and a timeline per measurement); :func:`write_outputs` writes it as JSO
 from __future__ import annotations
 
 from loadersearch.diagnose._diagnosis import diagnose
-from loadersearch.diagnose._findings import (
-    COMPUTE,
-    FETCH,
-    PREP,
-    Diagnosis,
-    Measurement,
-    Remedy,
-)
+from loadersearch.diagnose._findings import COMPUTE, FETCH, PREP, Diagnosis, Measurement, Remedy
+from loadersearch.diagnose._plots import PAIR_ATTR, pair_png, write_outputs
+from loadersearch.diagnose._stored import Target, store_diagnosis, study_pipeline
 from loadersearch.diagnose._timeline import Sampler, Timeline
 
 __all__ = [
     "COMPUTE",
-    "FETCH",
-    "PREP",
     "Diagnosis",
+    "FETCH",
     "Measurement",
+    "PAIR_ATTR",
+    "PREP",
     "Remedy",
     "Sampler",
+    "Target",
     "Timeline",
     "diagnose",
+    "pair_png",
+    "store_diagnosis",
+    "study_pipeline",
+    "write_outputs",
 ]

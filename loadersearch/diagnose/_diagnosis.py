@@ -44,9 +44,8 @@ from loadersearch.diagnose._findings import (
 )
 from loadersearch.diagnose._measuring import Runner
 from loadersearch.diagnose._verdict import _conclude, _remedies, _verdict, _whatif
-from loadersearch.measure import _pagecache as pagecache
-from loadersearch.measure._plan import MeasurePlan
-from loadersearch.workload._spec import WorkloadSpec
+from loadersearch.measure import MeasurePlan, pagecache
+from loadersearch.workload import WorkloadSpec
 
 logger = logging.getLogger(__name__)
 
@@ -92,7 +91,7 @@ def diagnose(
     ``extra_remedies`` are further ``(name, workload)`` pairs to measure as remedies (a cache
     mode). ``on_phase(text)`` is told what is measured next. Measuring failures do not raise:
     they are in the measurements and the verdict says what could not be told."""
-    from loadersearch.measure._forkserver import serving
+    from loadersearch.measure import serving
 
     with serving():  # one fork server for every measurement: a cheaper start for each
         return _diagnose(spec, config, plan, max_workers, target_rate, remedies,
@@ -112,7 +111,7 @@ def _diagnose(
 ) -> Diagnosis:
     t_start = time.monotonic()
     if spec.data is None and spec.pipeline is None:
-        from loadersearch.workload._synthetic import default_dataset
+        from loadersearch.workload import default_dataset
 
         spec = dataclasses.replace(spec, data=default_dataset())
     if config.cache is not None and config.cache != spec.cache:  # a winner found with a cache

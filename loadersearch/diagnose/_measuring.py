@@ -11,11 +11,9 @@ from collections.abc import Callable
 from loadersearch._loader_config import LoaderConfig
 from loadersearch.diagnose._findings import Measurement
 from loadersearch.diagnose._timeline import Sampler
-from loadersearch.measure import MeasureResult, measure
-from loadersearch.measure import _pagecache as pagecache
-from loadersearch.measure._plan import MeasurePlan
-from loadersearch.search._objective import unusable_input
-from loadersearch.workload._spec import WorkloadSpec
+from loadersearch.measure import MeasurePlan, MeasureResult, measure, pagecache
+from loadersearch.search import unusable_input
+from loadersearch.workload import WorkloadSpec
 
 logger = logging.getLogger(__name__)
 

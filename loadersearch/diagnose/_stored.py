@@ -1,6 +1,6 @@
-"""What ``loadersearch diagnose`` reads from a study and writes back: the configuration to
-diagnose (the study's confirmed winner) with the study's workload and pipeline, and the
-diagnosis a study keeps for ``loadersearch report`` (its own workload's only)."""
+"""What ``loadersearch diagnose`` reads from a study and writes back: the study's pipeline
+(the winner it diagnoses is :func:`loadersearch.report.winner_target`), and the diagnosis a
+study keeps for ``loadersearch report`` (its own workload's only)."""
 
 from __future__ import annotations
 
@@ -9,14 +9,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from loadersearch._loader_config import LoaderConfig
-from loadersearch.workload._spec import PipelineSpec, WorkloadSpec
+from loadersearch.workload import PipelineSpec, WorkloadSpec
 
 if TYPE_CHECKING:
     import optuna
 
     from loadersearch._hardware import Hardware
     from loadersearch.diagnose._findings import Diagnosis
-    from loadersearch.workload._refs import PipelineTrust
+    from loadersearch.workload import PipelineTrust
 
 
 @dataclass
@@ -27,39 +27,6 @@ class Target:
     said: str = ""  # what is diagnosed, in one line (empty: a configuration given by hand)
     study: optuna.Study | None = None
     workload: dict[str, Any] = field(default_factory=dict)  # the study's stored workload
-
-
-def study_winner(study_name: str | None, storage: str | None) -> Target:
-    """The study's confirmed winner and its workload; PyTorch's defaults (and no study) when
-    there is no study and none was named. A named study without a feasible trial is refused
-    (:class:`~loadersearch.errors.StudyError`)."""
-    from loadersearch.errors import StudyError
-    from loadersearch.report import open_study, summarize
-    from loadersearch.search._opening import stored_spec
-
-    try:
-        study = open_study(storage, study_name)
-    except StudyError:
-        if study_name is not None or storage is not None:
-            raise
-        return Target(
-            LoaderConfig(),
-            "no study to take a winner from: diagnosing PyTorch's defaults (w0 b16); give "
-            "--num-workers/--batch-size/... or --study for another configuration",
-        )
-    summary = summarize(study)
-    if summary.winner is None:
-        raise StudyError(
-            f"study {summary.study!r} has no feasible trial yet: run `loadersearch run` first, "
-            "or give the configuration (--num-workers, --batch-size, ...)."
-        )
-    return Target(
-        summary.winner.config,
-        f"diagnosing the winner of study {summary.study!r}: {summary.winner.config.label()} "
-        "(PyTorch's defaults beside it are stored in the study for `loadersearch report`)",
-        study,
-        stored_spec(study.user_attrs, "workload"),
-    )
 
 
 def study_pipeline(
@@ -73,7 +40,7 @@ def study_pipeline(
     from a database, so its references are shown first (``show``) and imported only if
     trusted."""
     from loadersearch.storage import redact_url, resolve_storage_url
-    from loadersearch.workload._refs import admit_stored
+    from loadersearch.workload import admit_stored
 
     stored = target.workload.get("pipeline")
     if not stored or target.study is None:
@@ -111,8 +78,8 @@ def differences(stored: dict, measured: WorkloadSpec, hardware: Hardware) -> lis
     """How ``measured`` (resolved to this machine) differs from the study's stored workload,
     beside what does not change a measurement (NOT_IDENTITY; the emulated workload's device,
     which only decides where its batches go); empty when it is the study's own."""
-    from loadersearch.search._settings import NOT_IDENTITY
-    from loadersearch.workload._device import resolved_workload
+    from loadersearch.search import NOT_IDENTITY
+    from loadersearch.workload import resolved_workload
 
     try:
         own = resolved_workload(WorkloadSpec.from_dict(stored), hardware).to_dict()

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 import psutil
 
 from loadersearch._loader_config import LoaderConfig
+from loadersearch._units import fmt_bytes
 from loadersearch.diagnose._findings import (
     COMPUTE,
     FETCH,
@@ -30,8 +31,7 @@ from loadersearch.diagnose._findings import (
     stall_shares,
 )
 from loadersearch.errors import LoaderSearchError
-from loadersearch.measure._shm import fmt_bytes
-from loadersearch.workload._spec import WorkloadSpec
+from loadersearch.workload import WorkloadSpec
 
 if TYPE_CHECKING:
     from loadersearch.diagnose._measuring import Runner

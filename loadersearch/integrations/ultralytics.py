@@ -57,12 +57,12 @@ from loadersearch._loader_config import PLATFORM_START_METHOD
 from loadersearch._options import PATH, TABLE, WHOLE, opt
 from loadersearch.errors import LoaderSearchError, SpecError
 from loadersearch.integrations import require
-from loadersearch.measure._plan import DEFAULT_PRECISION
+from loadersearch.measure import DEFAULT_PRECISION
 
 if TYPE_CHECKING:
     import torch
 
-    from loadersearch._api import TuneResult
+    from loadersearch import TuneResult
     from loadersearch.report import BaselineResult
 
 __all__ = ["UltralyticsResult", "UltralyticsSpec", "answer_lines", "pipeline_spec", "tune"]
@@ -471,7 +471,7 @@ def _first_line(e: BaseException) -> str:
 
 def _cuda(device: str | None) -> tuple[bool, int]:
     """Whether the measurement trains on CUDA, and the GPUs their loader counts (``nd``)."""
-    from loadersearch._hardware import fingerprint
+    from loadersearch import fingerprint
 
     gpus = fingerprint().gpu_count
     cuda = (device or "auto") != "cpu" and gpus > 0

@@ -15,8 +15,65 @@ the measurement at once (the child's whole process group is killed) and the resu
 
 from __future__ import annotations
 
+from loadersearch.measure import _pagecache as pagecache  # dataset files in the page cache
+from loadersearch.measure._failures import classify_exception
+from loadersearch.measure._forkserver import main, serving
+from loadersearch.measure._hostload import HostLoadMeter, busy_share
+from loadersearch.measure._plan import DEFAULT_PRECISION, MeasurePlan
 from loadersearch.measure._prepare import Prepared, prepare
-from loadersearch.measure._result import MeasureResult, Window
+from loadersearch.measure._projection import coefficient_of_variation, full_epoch_images
+from loadersearch.measure._rank_results import paste_lines
+from loadersearch.measure._result import (
+    BAD_DATASET,
+    BAD_PIPELINE,
+    BAD_SAMPLE,
+    CRASH,
+    ERROR,
+    INFEASIBLE,
+    INFEASIBLE_ADVICE,
+    INTERRUPTED,
+    INVALID_CONFIG,
+    NO_DEVICE,
+    OK,
+    PHASES,
+    PRUNED,
+    RESOURCE_LIMIT,
+    VRAM_CAP,
+    MeasureResult,
+    Window,
+)
 from loadersearch.measure._runner import measure
 
-__all__ = ["MeasureResult", "Prepared", "Window", "measure", "prepare"]
+__all__ = [
+    "pagecache",
+    "BAD_DATASET",
+    "BAD_PIPELINE",
+    "BAD_SAMPLE",
+    "CRASH",
+    "DEFAULT_PRECISION",
+    "ERROR",
+    "HostLoadMeter",
+    "INFEASIBLE",
+    "INFEASIBLE_ADVICE",
+    "INTERRUPTED",
+    "INVALID_CONFIG",
+    "MeasurePlan",
+    "MeasureResult",
+    "NO_DEVICE",
+    "OK",
+    "PHASES",
+    "PRUNED",
+    "Prepared",
+    "RESOURCE_LIMIT",
+    "VRAM_CAP",
+    "Window",
+    "busy_share",
+    "classify_exception",
+    "coefficient_of_variation",
+    "full_epoch_images",
+    "main",
+    "measure",
+    "paste_lines",
+    "prepare",
+    "serving",
+]

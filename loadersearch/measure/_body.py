@@ -25,7 +25,7 @@ from loadersearch.measure._notes import sizing_notes
 from loadersearch.measure._plan import MeasurePlan
 from loadersearch.measure._projection import full_epoch_images, project, window_cv
 from loadersearch.measure._result import Window
-from loadersearch.workload._spec import WorkloadSpec
+from loadersearch.workload import WorkloadSpec
 
 Send = Callable[..., None]  # send(kind, **data): one message to whoever started the process
 

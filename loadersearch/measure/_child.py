@@ -36,7 +36,7 @@ from loadersearch.measure._body import measure_share
 from loadersearch.measure._launcher import run_job
 from loadersearch.measure._plan import MeasurePlan
 from loadersearch.measure._process import die_with_parent, send_line
-from loadersearch.workload._spec import WorkloadSpec
+from loadersearch.workload import WorkloadSpec
 
 
 def run(out: TextIO, spec_json: str, ranks: int | None = None) -> int:

@@ -115,7 +115,7 @@ def classify_exception(
 ) -> tuple[str, str, str]:
     """(status, reason, message) for an exception raised in the measuring child."""
     from loadersearch.measure._cuda import CapTooSmall
-    from loadersearch.workload._emulated import VramCapExceeded
+    from loadersearch.workload import VramCapExceeded
 
     if isinstance(e, VramCapExceeded):
         return INFEASIBLE, VRAM_CAP, str(e)

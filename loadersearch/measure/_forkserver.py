@@ -44,8 +44,8 @@ from typing import Any
 from loadersearch._limits import address_space_problem, limit_problem
 from loadersearch.errors import LoaderSearchError, ResourceLimitError
 from loadersearch.measure._process import die_with_parent
-from loadersearch.storage._url import environ_without_storage
-from loadersearch.workload._spec import WorkloadSpec
+from loadersearch.storage import environ_without_storage
+from loadersearch.workload import WorkloadSpec
 
 logger = logging.getLogger(__name__)
 

@@ -31,7 +31,7 @@ from loadersearch.measure._rank_results import (
 )
 from loadersearch.measure._ranks import MASTER_ADDR, START_METHOD, launch_env, rank_main
 from loadersearch.measure._result import Window
-from loadersearch.workload._spec import WorkloadSpec
+from loadersearch.workload import WorkloadSpec
 
 logger = logging.getLogger(__name__)
 

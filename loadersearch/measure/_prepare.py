@@ -16,13 +16,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from loadersearch.workload._device import check_gpus, resolved_workload, uses_cuda
+from loadersearch.workload import check_gpus, resolved_workload, uses_cuda
 
 if TYPE_CHECKING:
     from loadersearch._hardware import Hardware
     from loadersearch._loader_config import LoaderConfig
     from loadersearch.measure._shm import ShmCheck
-    from loadersearch.workload._spec import WorkloadSpec
+    from loadersearch.workload import WorkloadSpec
 
 
 @dataclass(frozen=True)
@@ -61,8 +61,7 @@ def prepare(
     or check (a search of the cache names several; default: the one ``config`` names, else
     the workload's; ``()``: none, each measurement readies its own)."""
     from loadersearch.measure._shm import check_shm
-    from loadersearch.workload import check_data, prepare_cache
-    from loadersearch.workload._spec import workload_for
+    from loadersearch.workload import check_data, prepare_cache, workload_for
 
     check_gpus(workload, hardware)
     resolved = resolved_workload(workload, hardware)

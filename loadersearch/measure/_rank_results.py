@@ -19,7 +19,7 @@ from loadersearch._loader_config import LoaderConfig
 from loadersearch.measure._plan import MeasurePlan
 from loadersearch.measure._projection import full_epoch_images
 from loadersearch.measure._result import CRASH, ERROR, INFEASIBLE, TIMEOUT, Window
-from loadersearch.workload._spec import WorkloadSpec
+from loadersearch.workload import WorkloadSpec
 
 logger = logging.getLogger(__name__)
 

@@ -55,7 +55,7 @@ from loadersearch.measure._body import RankRole, measure_share
 from loadersearch.measure._plan import MeasurePlan
 from loadersearch.measure._process import die_with_parent
 from loadersearch.measure._rank_results import rank_failure
-from loadersearch.workload._spec import WorkloadSpec
+from loadersearch.workload import WorkloadSpec
 
 logger = logging.getLogger(__name__)
 

@@ -49,7 +49,7 @@ from loadersearch.measure._result import (
     Window,
     phases_of,
 )
-from loadersearch.workload._spec import WorkloadSpec, workload_for
+from loadersearch.workload import WorkloadSpec, workload_for
 
 logger = logging.getLogger(__name__)
 
@@ -132,7 +132,7 @@ def measure(
     workload = workload_for(workload, config)  # a configuration that names its cache
     if workload.data is None and workload.pipeline is None:
         # generate the default dataset here, not inside the timed child
-        from loadersearch.workload._synthetic import default_dataset
+        from loadersearch.workload import default_dataset
 
         workload = dataclasses.replace(workload, data=default_dataset())
     if workload.cache == "memmap" and workload.pipeline is None and not prepared:
@@ -157,13 +157,13 @@ def measure(
     )
     env = None
     if workload.pipeline is not None:  # the child imports the user's modules
-        from loadersearch.workload._refs import child_environ
+        from loadersearch.workload import child_environ
 
         env = child_environ(workload.pipeline)
     skipped_file = None
     if workload.skip_bad_samples and workload.pipeline is None:
         # where the child and its DataLoader workers name the images they replace
-        from loadersearch.workload._datasets.skipped import SKIPPED_ENV
+        from loadersearch.workload import SKIPPED_ENV
 
         fd, skipped_file = tempfile.mkstemp(prefix="loadersearch-skipped-")
         os.close(fd)
@@ -211,7 +211,7 @@ def measure(
 def _collect_skipped(result: MeasureResult, path: str) -> None:
     """The images the measurement skipped (``skip_bad_samples``), read once its processes are
     gone: into ``result``, each new one named once (workload.datasets.skipped)."""
-    from loadersearch.workload._datasets.skipped import announce, read_skipped
+    from loadersearch.workload import announce, read_skipped
 
     try:
         result.skipped_samples = announce(read_skipped(path))

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from loadersearch._units import fmt_bytes
 
 if TYPE_CHECKING:
-    from loadersearch.workload._spec import WorkloadSpec
+    from loadersearch.workload import WorkloadSpec
 
 SHM_DIR = "/dev/shm"
 DEFAULT_PREFETCH = 2  # PyTorch's prefetch_factor when workers run and none is given

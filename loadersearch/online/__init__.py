@@ -12,8 +12,30 @@ the same studies.
 
 from __future__ import annotations
 
-from loadersearch.online._autoloader import AutoLoader, autoloader
-from loadersearch.online._report import OnlineReport
-from loadersearch.online._tuner import Axis, SegmentShape, Tuner
+from typing import Any
 
-__all__ = ["AutoLoader", "Axis", "OnlineReport", "SegmentShape", "Tuner", "autoloader"]
+from loadersearch._lazy import lazy_attribute
+
+# Imported on first use: their modules import torch, numpy or optuna (loadersearch._lazy).
+_LAZY = {
+    "AutoLoader": "_autoloader",
+    "autoloader": "_autoloader",
+    "OnlineReport": "_report",
+    "Axis": "_tuner",
+    "SegmentShape": "_tuner",
+    "Tuner": "_tuner",
+}
+
+
+def __getattr__(name: str) -> Any:
+    return lazy_attribute(__name__, _LAZY, name)
+
+
+__all__ = [
+    "AutoLoader",
+    "Axis",
+    "OnlineReport",
+    "SegmentShape",
+    "Tuner",
+    "autoloader",
+]

@@ -43,7 +43,7 @@ MIN_SEGMENTS = 6  # the default budget holds at least this many segments
 def default_max_workers() -> int:
     """The top of the worker ladder: the offline search's bound (2x the logical CPUs, at most
     32)."""
-    from loadersearch.search._space import default_worker_bound
+    from loadersearch.search import default_worker_bound
 
     return default_worker_bound()
 

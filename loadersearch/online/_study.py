@@ -33,9 +33,8 @@ def seeds_from_study(
     study name); none of either when the study is missing or of other hardware. The study is
     read read-only here; :func:`record_online` opens it for writing when there is a result."""
     from loadersearch._hardware import check_compatible, fingerprint
-    from loadersearch.report import open_study, summarize
-    from loadersearch.report._study import space_fixed
-    from loadersearch.search._confirm import feasible_complete, trial_config
+    from loadersearch.report import open_study, space_fixed, summarize
+    from loadersearch.search import feasible_complete, trial_config
     from loadersearch.storage import resolve_storage_url
 
     try:
@@ -68,11 +67,8 @@ def record_online(target: tuple[str, str], report: OnlineReport) -> None:
     its parameters those of the chosen configuration that the study's space holds."""
     import optuna
 
-    from loadersearch.search._objective import CONSTRAINT
-    from loadersearch.search._opening import stored_spec
-    from loadersearch.search._space import SearchSpace
-    from loadersearch.storage import open_storage
-    from loadersearch.storage._url import scrub
+    from loadersearch.search import CONSTRAINT, SearchSpace, stored_spec
+    from loadersearch.storage import open_storage, scrub
 
     try:
         study = optuna.load_study(

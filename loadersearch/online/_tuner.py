@@ -25,8 +25,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from loadersearch._loader_config import LoaderConfig
-from loadersearch.measure._projection import coefficient_of_variation
-from loadersearch.search._pruner import clearly_slower, noise_margin
+from loadersearch.measure import coefficient_of_variation
+from loadersearch.search import clearly_slower, noise_margin
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ ran.
 from __future__ import annotations
 
 from loadersearch.report._answer import answer_lines, answer_python, env_lines, load_best
+from loadersearch.report._diagnose_target import winner_target
 from loadersearch.report._format import (
     baseline_cells,
     baseline_header,
@@ -39,10 +40,18 @@ from loadersearch.report._format import (
 from loadersearch.report._html import write_report
 from loadersearch.report._importance import Importance, importances
 from loadersearch.report._machines import MachineRow, machines
-from loadersearch.report._notes import note_trial, publish, trial_hooks, window_artifact_hook
+from loadersearch.report._notes import (
+    NoteContext,
+    note_trial,
+    publish,
+    study_note,
+    trial_hooks,
+    trial_note,
+    window_artifact_hook,
+)
 from loadersearch.report._plots import write_plots
 from loadersearch.report._progress import PlainProgress, RichProgress, make_progress
-from loadersearch.report._study import open_study
+from loadersearch.report._study import open_study, space_fixed
 from loadersearch.report._summary import BaselineResult, Finalist, Summary, Winner, summarize
 from loadersearch.report._text import dashboard_command, render_summary
 
@@ -51,6 +60,7 @@ __all__ = [
     "Finalist",
     "Importance",
     "MachineRow",
+    "NoteContext",
     "PlainProgress",
     "RichProgress",
     "Summary",
@@ -59,31 +69,35 @@ __all__ = [
     "answer_python",
     "baseline_cells",
     "baseline_header",
+    "baselines_source",
     "cache_line",
     "dashboard_command",
     "duration",
     "env_lines",
     "epoch_time",
     "importances",
+    "inconclusive_note",
     "load_best",
-    "make_progress",
     "machine_load",
     "machines",
+    "make_progress",
     "note_trial",
     "open_study",
-    "publish",
-    "render_summary",
-    "skipped_lines",
-    "summarize",
-    "trial_hooks",
-    "window_artifact_hook",
-    "winner_evidence",
-    "inconclusive_note",
-    "baselines_source",
-    "winner_title",
-    "settled_line",
     "phase_line",
     "phase_rows",
+    "publish",
+    "render_summary",
+    "settled_line",
+    "skipped_lines",
+    "space_fixed",
+    "study_note",
+    "summarize",
+    "trial_hooks",
+    "trial_note",
+    "window_artifact_hook",
+    "winner_evidence",
+    "winner_title",
     "write_plots",
+    "winner_target",
     "write_report",
 ]

@@ -39,7 +39,7 @@ def answer_lines(summary: Summary) -> list[str]:
         raise StudyError(f"study {summary.study!r} has no feasible trial yet.")
     config = summary.winner.config
     if summary.gpus > 1:
-        from loadersearch.measure._rank_results import paste_lines
+        from loadersearch.measure import paste_lines
 
         return paste_lines(config, summary.gpus)
     return [config.snippet()]

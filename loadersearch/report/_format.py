@@ -211,7 +211,7 @@ def phase_line(summary: Summary) -> str | None:
 
 
 def settled_line(summary: Summary) -> str | None:
-    from loadersearch.search._settle import QUIET_FOR
+    from loadersearch.search import QUIET_FOR
 
     """``settled after 17 trials: 23 not needed (~12.0 min saved)``; None when the study did
     not stop before its cap."""
@@ -355,6 +355,6 @@ def probe(summary: Summary) -> str | None:
     """The batch-size probe's finding (``largest batch under the cap: 32 ...``), if stored."""
     if not summary.probe:
         return None
-    from loadersearch.search._batchprobe import ProbeResult
+    from loadersearch.search import ProbeResult
 
     return ProbeResult.from_dict(summary.probe).describe()

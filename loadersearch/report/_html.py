@@ -100,7 +100,7 @@ def write_report(study: optuna.Study, out_dir: str) -> list[str]:
 def _diagnosis_pair(study: optuna.Study, out_dir: str) -> tuple[str, str] | None:
     """PyTorch's defaults beside the winner, as `loadersearch diagnose` measured them and
     stored them in the study: the PNG written and the index's section, or None."""
-    from loadersearch.diagnose._plots import PAIR_ATTR, pair_png
+    from loadersearch.diagnose import PAIR_ATTR, pair_png
 
     record = study.user_attrs.get(PAIR_ATTR)
     if not record:
@@ -119,7 +119,7 @@ def _diagnosis_pair(study: optuna.Study, out_dir: str) -> tuple[str, str] | None
 
 def render_html(summary: Summary, importance: Importance, figs: dict[str, go.Figure]) -> str:
     sections = [
-        _answer(summary),
+        answer_html(summary),
         _baselines(summary),
         _confirmation(summary),
         _cost_and_machine(summary),
@@ -139,7 +139,7 @@ def render_html(summary: Summary, importance: Importance, figs: dict[str, go.Fig
     )
 
 
-def _answer(summary: Summary) -> str:
+def answer_html(summary: Summary) -> str:
     w = summary.winner
     if w is None:
         return '<section id="answer" class="answer"><p>No feasible trial yet.</p></section>'

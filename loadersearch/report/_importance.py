@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING
 
 from loadersearch.report._study import space_fixed
 from loadersearch.report._summary import COMPLETE, INFEASIBLE, PRUNED, trial_kind
-from loadersearch.search._settle import Z90, trial_noise
+from loadersearch.search import Z90, trial_noise
 
 if TYPE_CHECKING:
     import optuna
@@ -140,7 +140,7 @@ def _distinct(
 ) -> tuple[list[list[optuna.trial.FrozenTrial]], dict[str, list[int]]]:
     """The finished feasible trials grouped by configuration (first trial first), and the
     trials left out by why."""
-    from loadersearch.search._confirm import trial_config
+    from loadersearch.search import trial_config
 
     fixed = space_fixed(study)
     left_out: dict[str, list[int]] = {REPEAT: [], INFEASIBLE: [], PRUNED: [], "failed": []}

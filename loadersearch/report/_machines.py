@@ -116,7 +116,7 @@ def machines(
 
     import optuna
 
-    from loadersearch.search._settings import foreign_study_problems
+    from loadersearch.search import foreign_study_problems
     from loadersearch.storage import open_existing_storage, resolve_storage_url
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from loadersearch.measure._result import INFEASIBLE_ADVICE
+from loadersearch.measure import INFEASIBLE_ADVICE
 from loadersearch.report._answer import answer_python
 from loadersearch.report._format import (
     baseline_cells,
@@ -58,13 +58,13 @@ from loadersearch.report._summary import (
     summarize,
     trial_kind,
 )
-from loadersearch.search._opening import stored_spec
+from loadersearch.search import stored_spec
 
 if TYPE_CHECKING:
     import optuna
     from optuna.artifacts._protocol import ArtifactStore
 
-    from loadersearch.measure._result import MeasureResult
+    from loadersearch.measure import MeasureResult
 
 _logger = logging.getLogger(__name__)
 
@@ -192,7 +192,7 @@ class NoteContext:
 
 def trial_note(trial: optuna.trial.FrozenTrial, ctx: NoteContext) -> str:
     """A trial's note: what it is to the study, then what it measured."""
-    from loadersearch.search._baselines import baseline_names
+    from loadersearch.search import baseline_names
 
     ua = trial.user_attrs
     kind = trial_kind(trial)
@@ -387,7 +387,7 @@ def window_artifact_hook(store: ArtifactStore) -> Callable[[optuna.Trial, Measur
     def attach(trial: optuna.Trial, result: MeasureResult) -> None:
         from optuna.artifacts import upload_artifact
 
-        from loadersearch.search._objective import window_value, window_wait
+        from loadersearch.search import window_value, window_wait
 
         rates = [window_value(w) for w in result.windows]
         waits = [window_wait(w) for w in result.windows]

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from loadersearch.report._importance import Importance, importances
-from loadersearch.search._objective import METRIC_NAME as METRIC
+from loadersearch.search import METRIC_NAME as METRIC
 
 if TYPE_CHECKING:
     import optuna

@@ -12,13 +12,13 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from loadersearch.search._progress import Progress
+from loadersearch.search import Progress
 
 if TYPE_CHECKING:
     import optuna
 
     from loadersearch._loader_config import LoaderConfig
-    from loadersearch.measure._result import MeasureResult, Window
+    from loadersearch.measure import MeasureResult, Window
 
 
 class _Tracker(Progress):

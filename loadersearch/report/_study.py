@@ -33,7 +33,7 @@ def open_study(storage: str | None = None, study: str | None = None) -> optuna.S
         )
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     loaded = optuna.load_study(study_name=study, storage=rdb)
-    from loadersearch.search._settings import require_loadersearch_study
+    from loadersearch.search import require_loadersearch_study
 
     require_loadersearch_study(loaded, redact_url(url))
     return loaded
@@ -41,8 +41,7 @@ def open_study(storage: str | None = None, study: str | None = None) -> optuna.S
 
 def space_fixed(study: optuna.Study) -> dict[str, Any]:
     """The knobs the study's space fixes (not Optuna parameters, but part of every config)."""
-    from loadersearch.search._opening import stored_spec
-    from loadersearch.search._space import SearchSpace
+    from loadersearch.search import SearchSpace, stored_spec
 
     space = stored_spec(study.user_attrs, "space")
     return SearchSpace.from_dict(space).fixed() if space else {}

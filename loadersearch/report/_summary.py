@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from loadersearch._loader_config import LoaderConfig
 from loadersearch.report._study import space_fixed
-from loadersearch.search._opening import stored_spec
+from loadersearch.search import stored_spec
 
 if TYPE_CHECKING:
     import optuna
@@ -135,7 +135,7 @@ class Summary:
 
 def summarize(study: optuna.Study) -> Summary:
     """Everything the end-of-run summary, ``loadersearch report`` and the notes show."""
-    from loadersearch.search._confirm import feasible_complete
+    from loadersearch.search import feasible_complete
 
     fixed = space_fixed(study)
     trials = study.get_trials(deepcopy=False)
@@ -211,7 +211,7 @@ def _winner(
     dataset_images: int,
 ) -> Winner | None:
     """The confirmed winner (median of the re-measurements), else the best trial."""
-    from loadersearch.search._confirm import trial_config
+    from loadersearch.search import trial_config
 
     if confirmation:
         best = next(c for c in confirmation["candidates"] if c["trial"] == confirmation["winner"])
@@ -263,7 +263,7 @@ def _cache_answer(
     configurations without a cache (``--search-cache``), the time it saves per epoch over the
     best of them: the best finalist without a cache (its confirmation median, measured with
     the winner's), else the best such trial."""
-    from loadersearch.search._confirm import trial_config
+    from loadersearch.search import trial_config
 
     if winner is None:
         return None
@@ -314,7 +314,7 @@ def _finalists(confirmation: dict[str, Any] | None) -> list[Finalist]:
 
 def _confirmed_baselines(finalists: list[Finalist]) -> dict[str, Finalist]:
     """Baseline name -> its confirmation re-measurement (merged baselines count for each)."""
-    from loadersearch.search._baselines import baseline_names
+    from loadersearch.search import baseline_names
 
     return {name: f for f in finalists for name in baseline_names(f.baseline)}
 
@@ -368,7 +368,7 @@ def _baseline_result(
 
 def _rows(trials: list[optuna.trial.FrozenTrial], fixed: dict[str, Any]) -> list[dict[str, Any]]:
     """Every trial as a table row, complete ones best first, then pruned, infeasible, ..."""
-    from loadersearch.search._space import config_from_params
+    from loadersearch.search import config_from_params
 
     rows = []
     for t in trials:
@@ -433,7 +433,7 @@ def _phases(trials: list[optuna.trial.FrozenTrial]) -> dict[str, float]:
     """The study's seconds by phase, summed over the trials that recorded them; "storage" is
     each trial's time from its start to its end less its measurement's (Optuna's own writes
     and ours, notes included)."""
-    from loadersearch.measure._result import PHASES
+    from loadersearch.measure import PHASES
 
     totals = dict.fromkeys((*PHASES, "storage"), 0.0)
     seen = False

@@ -4,17 +4,127 @@ sampler, pruner, baselines, batch-size probe, confirmation, and the shared-budge
 
 from __future__ import annotations
 
-from loadersearch.search._opening import settings_from_study
-from loadersearch.search._settings import StudySettings, resolve_settings
-from loadersearch.search._space import SearchSpace
-from loadersearch.search._study import RunOutcome, join_study, run_study
+from typing import Any
+
+from loadersearch._lazy import lazy_attribute
+from loadersearch.search._baselines import baseline_names, baselines
+from loadersearch.search._batchprobe import ProbeResult
+from loadersearch.search._confirm import (
+    confirm_study,
+    feasible_complete,
+    remeasure_interleaved,
+    trial_config,
+)
+from loadersearch.search._objective import (
+    CONSTRAINT,
+    METRIC_NAME,
+    Objective,
+    TrialCrash,
+    result_attrs,
+    unusable_input,
+    window_value,
+    window_wait,
+)
+from loadersearch.search._opening import (
+    describe_spec,
+    make_pruner,
+    open_study,
+    settings_from_study,
+    stored_spec,
+)
+from loadersearch.search._progress import Progress
+from loadersearch.search._settings import (
+    NOT_IDENTITY,
+    SPEC_SECTIONS,
+    Overrides,
+    StudySettings,
+    cpu_bound,
+    default_plan,
+    foreign_study_problems,
+    load_spec_file,
+    parse_size,
+    require_loadersearch_study,
+    resolve_pipeline,
+    resolve_settings,
+)
+from loadersearch.search._settle import QUIET_FOR, Z90, settled, trial_noise
+from loadersearch.search._space import (
+    KNOBS,
+    SearchSpace,
+    SpaceError,
+    config_from_params,
+    default_worker_bound,
+    parse_assignment,
+)
+from loadersearch.search._study import RunOutcome, enqueue_baselines, join_study, run_study
+
+# Imported on first use: their modules import torch, numpy or optuna (loadersearch._lazy).
+_LAZY = {
+    "optimize_to_total": "_budget",
+    "requeue": "_budget",
+    "clearly_slower": "_pruner",
+    "noise_margin": "_pruner",
+    "DEFAULT_SAMPLER": "_sampler",
+    "make_sampler": "_sampler",
+}
+
+
+def __getattr__(name: str) -> Any:
+    return lazy_attribute(__name__, _LAZY, name)
+
 
 __all__ = [
+    "CONSTRAINT",
+    "DEFAULT_SAMPLER",
+    "KNOBS",
+    "METRIC_NAME",
+    "NOT_IDENTITY",
+    "Objective",
+    "Overrides",
+    "ProbeResult",
+    "Progress",
+    "QUIET_FOR",
     "RunOutcome",
+    "SPEC_SECTIONS",
     "SearchSpace",
+    "SpaceError",
     "StudySettings",
+    "TrialCrash",
+    "Z90",
+    "baseline_names",
+    "baselines",
+    "clearly_slower",
+    "config_from_params",
+    "confirm_study",
+    "cpu_bound",
+    "default_plan",
+    "default_worker_bound",
+    "describe_spec",
+    "enqueue_baselines",
+    "feasible_complete",
+    "foreign_study_problems",
     "join_study",
+    "load_spec_file",
+    "make_pruner",
+    "make_sampler",
+    "noise_margin",
+    "open_study",
+    "optimize_to_total",
+    "parse_assignment",
+    "parse_size",
+    "remeasure_interleaved",
+    "requeue",
+    "require_loadersearch_study",
+    "resolve_pipeline",
     "resolve_settings",
+    "result_attrs",
     "run_study",
     "settings_from_study",
+    "settled",
+    "stored_spec",
+    "trial_config",
+    "trial_noise",
+    "unusable_input",
+    "window_value",
+    "window_wait",
 ]

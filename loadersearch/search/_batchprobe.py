@@ -16,11 +16,10 @@ from typing import Any
 from loadersearch._hostlock import measurement_lock
 from loadersearch._loader_config import LoaderConfig
 from loadersearch.errors import StudyError
-from loadersearch.measure._plan import MeasurePlan
-from loadersearch.measure._result import INFEASIBLE, OK, VRAM_CAP
+from loadersearch.measure import INFEASIBLE, OK, VRAM_CAP, MeasurePlan
 from loadersearch.search._objective import MeasureFn, unusable_input
 from loadersearch.search._progress import Progress
-from loadersearch.workload._spec import WorkloadSpec
+from loadersearch.workload import WorkloadSpec
 
 _logger = logging.getLogger(__name__)
 

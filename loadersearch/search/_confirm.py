@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from loadersearch._loader_config import LoaderConfig
-from loadersearch.measure._result import OK, MeasureResult
+from loadersearch.measure import OK, MeasureResult
 from loadersearch.search._baselines import baseline_names
 from loadersearch.search._objective import Objective, result_attrs
 from loadersearch.search._progress import Progress
@@ -193,7 +193,7 @@ class QuietWait:
         self.notice = notice or (lambda text: None)
 
     def wait(self) -> bool:
-        from loadersearch.measure._hostload import HostLoadMeter, busy_share
+        from loadersearch.measure import HostLoadMeter, busy_share
 
         left = self.limit_s - self.waited_s
         if left <= 0:

@@ -30,7 +30,7 @@ from loadersearch.errors import (
     ResourceLimitError,
     StudyError,
 )
-from loadersearch.measure._result import (
+from loadersearch.measure import (
     BAD_DATASET,
     BAD_PIPELINE,
     BAD_SAMPLE,
@@ -46,15 +46,15 @@ from loadersearch.measure._result import (
     Window,
 )
 from loadersearch.search._progress import Progress
-from loadersearch.workload._spec import workload_for
+from loadersearch.workload import workload_for
 
 if TYPE_CHECKING:
     import optuna
 
     from loadersearch._loader_config import LoaderConfig
-    from loadersearch.measure._plan import MeasurePlan
+    from loadersearch.measure import MeasurePlan
     from loadersearch.search._space import SearchSpace
-    from loadersearch.workload._spec import WorkloadSpec
+    from loadersearch.workload import WorkloadSpec
 
 _logger = logging.getLogger(__name__)
 
@@ -219,7 +219,7 @@ def result_attrs(result: MeasureResult) -> dict[str, Any]:
 def record_skipped(study: optuna.Study, decoded: list[str]) -> None:
     """Add the images a measurement skipped when decoding them (``skip_bad_samples``) to the
     study's ``skipped_samples``, which the report and the dashboard note show."""
-    from loadersearch.workload._datasets.skipped import merge_into
+    from loadersearch.workload import merge_into
 
     record = merge_into(study.user_attrs.get("skipped_samples"), decoded)
     if record is not None:

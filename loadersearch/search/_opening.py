@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from loadersearch.errors import StudyError
-from loadersearch.measure._plan import MeasurePlan
+from loadersearch.measure import MeasurePlan
 from loadersearch.search._objective import METRIC_NAME
 from loadersearch.search._settings import (
     NOT_IDENTITY,
@@ -25,14 +25,13 @@ from loadersearch.search._settings import (
     require_loadersearch_study,
 )
 from loadersearch.search._space import SearchSpace
-from loadersearch.workload._device import uses_cuda
-from loadersearch.workload._spec import WorkloadSpec
+from loadersearch.workload import WorkloadSpec, uses_cuda
 
 if TYPE_CHECKING:
     import optuna
 
     from loadersearch._hardware import Hardware
-    from loadersearch.workload._refs import PipelineTrust
+    from loadersearch.workload import PipelineTrust
 
 _logger = logging.getLogger(__name__)
 
@@ -338,7 +337,7 @@ def settings_from_study(
     :func:`loadersearch.workload._refs.admit_stored` under ``trust`` (default: modules under the
     working directory only), its references shown with ``show`` before any is imported. The
     stored cache directory is not used: this machine's own default is."""
-    from loadersearch.workload._refs import PipelineTrust, admit_stored
+    from loadersearch.workload import PipelineTrust, admit_stored
 
     require_joinable(study)
     workload = WorkloadSpec.from_dict(stored_spec(study.user_attrs, "workload"))

@@ -10,7 +10,7 @@ if TYPE_CHECKING:
     import optuna
 
     from loadersearch._loader_config import LoaderConfig
-    from loadersearch.measure._result import MeasureResult, Window
+    from loadersearch.measure import MeasureResult, Window
 
 
 class Progress:

@@ -40,10 +40,9 @@ from loadersearch._options import (
 )
 from loadersearch._options import parse_size as config_parse_size
 from loadersearch.errors import SpecError
-from loadersearch.measure._plan import DEFAULT_PRECISION, MeasurePlan
+from loadersearch.measure import DEFAULT_PRECISION, MeasurePlan
 from loadersearch.search._space import KNOBS, SearchSpace, SpaceError, default_worker_bound
-from loadersearch.workload._device import check_gpus, uses_cuda
-from loadersearch.workload._spec import PipelineSpec, WorkloadSpec
+from loadersearch.workload import PipelineSpec, WorkloadSpec, check_gpus, uses_cuda
 
 PRUNERS = ("wilcoxon", "median", "none")
 SAMPLERS = ("structured", "tpe", "gp", "random")  # the first is the default (landscape zoo)
@@ -146,7 +145,7 @@ for _section, _owner in _OWNERS.items():
     for _name, _option in declared(_owner).items():
         for _key in (_option.key or _name, *_option.keys):
             _KEYS[_option.section or _section][_key] = (_owner, _name, _option)
-_SECTIONS = {
+SPEC_SECTIONS = {
     **{section: {k for k, v in keys.items() if v[2].spec} for section, keys in _KEYS.items()},
     "space": set(KNOBS) | {"fix"},
     "pipeline": set(declared(PipelineSpec)),  # checked by PipelineSpec itself
@@ -225,18 +224,18 @@ def load_spec_file(path: str) -> dict[str, Any]:
     except tomllib.TOMLDecodeError as e:
         raise SpecError(f"study spec {path} is not valid TOML: {e}.") from e
     for section, table in data.items():
-        if section not in _SECTIONS:
+        if section not in SPEC_SECTIONS:
             raise SpecError(
                 f"study spec {path}: unknown table [{section}]; use "
-                f"{', '.join(f'[{s}]' for s in _SECTIONS)}."
+                f"{', '.join(f'[{s}]' for s in SPEC_SECTIONS)}."
             )
         if not isinstance(table, dict):
             raise SpecError(f"study spec {path}: {section} must be a table ([{section}]).")
-        unknown = set(table) - _SECTIONS[section]
+        unknown = set(table) - SPEC_SECTIONS[section]
         if unknown:
             raise SpecError(
                 f"study spec {path}: unknown key(s) {', '.join(sorted(unknown))} in "
-                f"[{section}]; known keys: {', '.join(sorted(_SECTIONS[section]))}."
+                f"[{section}]; known keys: {', '.join(sorted(SPEC_SECTIONS[section]))}."
             )
         _check_types(section, table, f"study spec {path}: ")
     return data
@@ -337,8 +336,8 @@ def check_emulated_cap(workload: WorkloadSpec, space: SearchSpace) -> None:
     corrected cap as a different spec."""
     if not (workload.emulated and workload.vram_cap):
         return
-    from loadersearch.measure._shm import fmt_bytes
-    from loadersearch.workload._emulated import EmulatedAccelerator
+    from loadersearch._units import fmt_bytes
+    from loadersearch.workload import EmulatedAccelerator
 
     smallest = space.batch_choices()[0]
     m0, m1 = workload.emulated_mib
@@ -374,7 +373,7 @@ def resolve_pipeline(from_file: dict[str, Any], given: dict[str, Any]) -> Pipeli
         pipeline = PipelineSpec(**merged)
     except (TypeError, ValueError) as e:
         raise SpecError(f"pipeline: {e}") from e
-    from loadersearch.workload._refs import check_refs
+    from loadersearch.workload import check_refs
 
     check_refs(pipeline)
     return pipeline

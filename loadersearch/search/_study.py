@@ -30,8 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from loadersearch._loader_config import LoaderConfig
 from loadersearch.errors import NothingFeasibleError, StudyError
-from loadersearch.measure._prepare import Prepared, prepare
-from loadersearch.measure._result import INFEASIBLE_ADVICE
+from loadersearch.measure import INFEASIBLE_ADVICE, Prepared, prepare
 from loadersearch.search._baselines import baselines as baseline_rules
 from loadersearch.search._batchprobe import ProbeResult, probe_max_batch
 from loadersearch.search._confirm import confirm_study, confirmation_is_current
@@ -53,13 +52,13 @@ from loadersearch.search._progress import Progress
 from loadersearch.search._settings import StudySettings
 from loadersearch.search._settle import SETTLE_ATTR, settle_check
 from loadersearch.search._space import SearchSpace, SpaceError
-from loadersearch.workload._device import uses_cuda
+from loadersearch.workload import uses_cuda
 
 if TYPE_CHECKING:
     import optuna
 
     from loadersearch._hardware import Hardware
-    from loadersearch.workload._refs import PipelineTrust
+    from loadersearch.workload import PipelineTrust
 
 _logger = logging.getLogger(__name__)
 
@@ -214,7 +213,7 @@ def run_study(
     its stored spec is ``settings``'; ``create=False`` (a worker) only joins an existing study,
     with the settings :func:`join_study` read from it. ``reconfirm=True`` (``loadersearch
     confirm``) runs no trial and confirms the finalists again, current confirmation or not."""
-    from loadersearch.measure._forkserver import serving
+    from loadersearch.measure import serving
 
     # One fork server for every measurement of the run (probe, trials, confirmation): each
     # trial forks a fresh measuring process instead of starting Python and torch again.
@@ -313,7 +312,7 @@ def _prepare(settings: StudySettings, hardware: Hardware, progress: Progress) ->
     or a trial exists for it: a bad dataset stops here, creating nothing. A memmap cache is
     built once, before any trial (never inside a trial's timeout), for every cache mode the
     space searches; its cost is stored with the study (the answer shows it)."""
-    from loadersearch.measure._hostload import busy_share
+    from loadersearch.measure import busy_share
 
     busy_share()  # a bad $LOADERSEARCH_BUSY_SHARE is refused before anything is created
     space = settings.space

@@ -29,6 +29,7 @@ where a study's artifacts (trial pictures) live, in :mod:`._artifacts` (opened b
 from __future__ import annotations
 
 from loadersearch.storage._artifacts import ARTIFACTS_ENV, artifact_dir
+from loadersearch.storage._disk import describe_space
 from loadersearch.storage._lock import study_lock
 from loadersearch.storage._open import (
     open_artifact_store,
@@ -36,6 +37,7 @@ from loadersearch.storage._open import (
     open_storage,
     study_hosts,
 )
+from loadersearch.storage._retrying import retrying_storage_class
 from loadersearch.storage._settings import heartbeat_settings
 from loadersearch.storage._sqlite import (
     filesystem_type,
@@ -43,13 +45,25 @@ from loadersearch.storage._sqlite import (
     sqlite_path,
     storage_warnings,
 )
-from loadersearch.storage._url import DEFAULT_STORAGE, ENV_VAR, redact_url, resolve_storage_url
+from loadersearch.storage._url import (
+    DEFAULT_STORAGE,
+    ENV_VAR,
+    check_url,
+    environ_without_storage,
+    redact_url,
+    resolve_storage_url,
+    scrub,
+    scrub_known,
+)
 
 __all__ = [
     "ARTIFACTS_ENV",
     "DEFAULT_STORAGE",
     "ENV_VAR",
     "artifact_dir",
+    "check_url",
+    "describe_space",
+    "environ_without_storage",
     "filesystem_type",
     "heartbeat_settings",
     "is_network_filesystem",
@@ -58,6 +72,9 @@ __all__ = [
     "open_storage",
     "redact_url",
     "resolve_storage_url",
+    "retrying_storage_class",
+    "scrub",
+    "scrub_known",
     "sqlite_path",
     "storage_warnings",
     "study_hosts",

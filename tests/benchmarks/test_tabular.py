@@ -16,7 +16,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from bench_tabular.table import Repeat, Table  # noqa: E402
 
-from loadersearch._loader_config import LoaderConfig  # noqa: E402
+from loadersearch import LoaderConfig  # noqa: E402
 
 
 def _run(script: str, *args: str, cwd: Path) -> subprocess.CompletedProcess:

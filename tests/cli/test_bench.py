@@ -10,7 +10,7 @@ from click.testing import CliRunner
 from helpers.procs import measurement_processes
 
 from loadersearch.cli import cli
-from loadersearch.measure._result import MeasureResult
+from loadersearch.measure import MeasureResult
 
 TINY = ["--img-size", "64", "--device", "cpu", "--epochs", "1", "--steps", "2", "--windows", "1"]
 

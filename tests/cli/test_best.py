@@ -9,7 +9,7 @@ import pytest
 from helpers.studies import EmulatedStudy, run_cli
 
 import loadersearch
-from loadersearch._loader_config import LoaderConfig
+from loadersearch import LoaderConfig
 
 
 def test_best_as_json_is_the_confirmed_winner(emulated_study: EmulatedStudy) -> None:

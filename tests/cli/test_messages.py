@@ -225,8 +225,7 @@ def test_skipped_images_are_named_once_recorded_and_reported(tiny_dataset, tmp_p
     assert report.exit_code == 0, report.output
     assert "1 not decodable at the dataset check, 1 failed when decoded" in report.output
     assert str(truncated) in report.output and str(garbage) in report.output
-    from loadersearch.report import importances, summarize
-    from loadersearch.report._notes import study_note
+    from loadersearch.report import importances, study_note, summarize
 
     note = study_note(summarize(study), importances(study))  # the dashboard's study note
     assert f"`{entry}`" in note and str(garbage) in note

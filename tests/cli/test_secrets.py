@@ -19,8 +19,7 @@ from helpers.cliproc import cli_env
 from helpers.wait import wait_for
 
 from loadersearch.cli import cli
-from loadersearch.storage import redact_url
-from loadersearch.storage._url import scrub
+from loadersearch.storage import redact_url, scrub
 
 USER_PW, QUERY_PW, SSL_PW, ENV_PW = "UserPW4242", "QueryPW99", "SslPW777", "EnvPW5151"
 AT_PW = "At@Secret55"  # an unencoded '@': SQLAlchemy alone reads "Secret55" as the host
@@ -101,7 +100,7 @@ def test_a_url_without_secrets_is_shown_as_written() -> None:
 
 def test_only_a_password_s_unencoded_at_is_refused() -> None:
     from loadersearch.errors import StorageError
-    from loadersearch.storage._url import check_url
+    from loadersearch.storage import check_url
 
     for url in (
         f"postgresql+psycopg://postgres:{AT_PW}@127.0.0.1:5432/s",

@@ -272,10 +272,9 @@ def test_a_worker_writes_its_cache_where_its_machine_says_not_the_database(tmp_p
 
     from helpers.studies import quick_settings
 
-    from loadersearch._hardware import fingerprint
-    from loadersearch.search._opening import open_study
-    from loadersearch.search._study import join_study
-    from loadersearch.workload._spec import WorkloadSpec
+    from loadersearch import fingerprint
+    from loadersearch.search import join_study, open_study
+    from loadersearch.workload import WorkloadSpec
 
     theirs = str(tmp_path / "their-choice")
     workload = WorkloadSpec(kind="emulated", cache="memmap", cache_dir=theirs)

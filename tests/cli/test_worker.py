@@ -187,7 +187,7 @@ def _blocked_on_a_lock(pid: int) -> bool:
 def test_a_second_run_on_the_same_host_does_not_measure_while_the_first_does(
     shared_url, study_name, tiny_dataset, env, monkeypatch
 ):
-    from loadersearch._hostlock import measurement_lock
+    from loadersearch import measurement_lock
 
     _create(shared_url, study_name, tiny_dataset, env, trials=1)
     join = ["worker", "--study", study_name, "--storage", shared_url, "--trials", "2"]

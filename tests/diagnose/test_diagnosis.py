@@ -8,12 +8,12 @@ import dataclasses
 
 import pytest
 
-from loadersearch._loader_config import LoaderConfig
+from loadersearch import LoaderConfig
 from loadersearch.diagnose import COMPUTE, FETCH, PREP, Diagnosis, Measurement, diagnose
 from loadersearch.diagnose._findings import knee, scaling_ladder, stall_shares
 from loadersearch.diagnose._verdict import _verdict
-from loadersearch.measure._plan import MeasurePlan
-from loadersearch.workload._spec import WorkloadSpec
+from loadersearch.measure import MeasurePlan
+from loadersearch.workload import WorkloadSpec
 
 PLAN = MeasurePlan(epochs=2, steps=3, windows_per_epoch=1, warmup_steps=1, timeout_s=120)
 

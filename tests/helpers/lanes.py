@@ -40,17 +40,15 @@ DATA_FIXTURES = frozenset({"tiny_dataset", "tiny_voc", "tiny_coco", "pipeline_db
 
 def measuring_helpers() -> list[object]:
     """The functions and option lists that only a measuring test uses."""
-    import loadersearch._api
+    import loadersearch
     import loadersearch.diagnose
     import loadersearch.measure
-    import loadersearch.measure._runner
     from helpers import cliproc, procs, studies
 
     return [
         loadersearch.measure.measure,
-        loadersearch.measure._runner.measure,
-        loadersearch._api.tune,
-        loadersearch._api.bench,
+        loadersearch.tune,
+        loadersearch.bench,
         loadersearch.diagnose.diagnose,
         cliproc.FAST,  # the options of a CLI study
         cliproc.start_cli,
@@ -171,8 +169,7 @@ def whole_study_helpers() -> list[object]:
     import optuna
 
     from helpers import studies
-    from loadersearch.search._budget import optimize_to_total
-    from loadersearch.search._study import run_study
+    from loadersearch.search import optimize_to_total, run_study
 
     return [run_study, optimize_to_total, optuna.study.Study.optimize, studies.quick_settings]
 

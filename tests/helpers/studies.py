@@ -16,13 +16,11 @@ from typing import Any
 from click.testing import CliRunner, Result
 
 from helpers.wait import wait_for
-from loadersearch._hardware import Hardware
+from loadersearch import Hardware
 from loadersearch.cli import cli
-from loadersearch.measure._plan import MeasurePlan
-from loadersearch.measure._result import OK, MeasureResult, Window
-from loadersearch.search._settings import StudySettings
-from loadersearch.search._space import SearchSpace
-from loadersearch.workload._spec import WorkloadSpec
+from loadersearch.measure import OK, MeasurePlan, MeasureResult, Window
+from loadersearch.search import SearchSpace, StudySettings
+from loadersearch.workload import WorkloadSpec
 
 # A machine fingerprint for studies whose measurements are injected.
 HOST = Hardware(host="test", cpu_count=2, physical_cores=2, gpu_count=0)

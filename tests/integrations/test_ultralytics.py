@@ -216,12 +216,12 @@ import os
 os.environ.pop("YOLO_OFFLINE", None)  # the integration sets it itself
 import torch
 from loadersearch.integrations import ultralytics as ul
-from loadersearch.workload._pipeline import build_pipeline
+from loadersearch.workload import WorkloadSpec, create_workload
 data, imgsz = sys.argv[1], int(sys.argv[2])
 spec = ul.UltralyticsSpec(data=data, imgsz=imgsz, hyp={"nbs": 4})
 # what a measuring process builds, in its order
 parts = ul.pipeline_spec(spec, "false", ul._data_dict(data), batch=4)
-pipeline = build_pipeline(parts, train=True, device=torch.device("cpu"))
+pipeline = create_workload(WorkloadSpec(device="cpu", pipeline=parts), batch_size=4)
 DataLoader = torch.utils.data.DataLoader
 loader = DataLoader(pipeline.dataset, batch_size=4, collate_fn=pipeline.collate_fn)
 batches = iter(loader)

@@ -18,12 +18,12 @@ import pytest
 from helpers.procs import alive, cmdline, fork_servers, measurement_processes
 from helpers.wait import wait_for
 
-from loadersearch._loader_config import LoaderConfig
+from loadersearch import LoaderConfig
 from loadersearch.measure import measure
 from loadersearch.measure._forkserver import serving
 from loadersearch.measure._plan import MeasurePlan
 from loadersearch.measure._result import BAD_DATASET, ERROR, INFEASIBLE, OK, TIMEOUT
-from loadersearch.workload._spec import WorkloadSpec
+from loadersearch.workload import WorkloadSpec
 
 IMG = 64
 

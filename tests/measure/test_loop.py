@@ -12,7 +12,7 @@ import pytest
 import torch
 from torch.utils.data import Dataset
 
-from loadersearch._loader_config import LoaderConfig
+from loadersearch import LoaderConfig
 from loadersearch.measure._loop import (
     ShortEpochSampler,
     make_loader,
@@ -264,7 +264,7 @@ class _UnevenReads(_Many):
     """Reads that vary a lot (EMULATED storage, 3 ms mean, CV 2 per file), with 0 workers."""
 
     def __init__(self) -> None:
-        from loadersearch.workload._emulated import EmulatedStorage
+        from loadersearch.workload import EmulatedStorage
 
         self.storage = EmulatedStorage(_Many(), 3.0, 2.0)
 

@@ -6,11 +6,11 @@ import os
 
 import pytest
 
-from loadersearch._loader_config import LoaderConfig
+from loadersearch import LoaderConfig
 from loadersearch.measure import _pagecache as pagecache
 from loadersearch.measure import measure
 from loadersearch.measure._plan import MeasurePlan
-from loadersearch.workload._spec import WorkloadSpec
+from loadersearch.workload import WorkloadSpec
 
 
 def _file(path, size: int = 256 * 1024) -> str:

@@ -13,7 +13,7 @@ import pytest
 from helpers.procs import alive, measurement_processes
 from helpers.wait import wait_for
 
-from loadersearch._loader_config import LoaderConfig
+from loadersearch import LoaderConfig
 from loadersearch.measure import measure
 from loadersearch.measure._plan import MeasurePlan
 from loadersearch.measure._rank_results import (
@@ -39,7 +39,7 @@ from loadersearch.measure._result import (
     VRAM_CAP,
     Window,
 )
-from loadersearch.workload._spec import WorkloadSpec
+from loadersearch.workload import WorkloadSpec
 
 IMG = 64
 

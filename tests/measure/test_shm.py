@@ -16,7 +16,7 @@ from loadersearch.measure._shm import (
     shm_space,
     shm_warning,
 )
-from loadersearch.workload._spec import WorkloadSpec
+from loadersearch.workload import WorkloadSpec
 
 MiB = 2**20
 

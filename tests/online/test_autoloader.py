@@ -14,7 +14,7 @@ from helpers import pipelines
 from torch.utils.data import BatchSampler, DataLoader, SequentialSampler
 
 import loadersearch
-from loadersearch.workload._emulated import EmulatedAccelerator
+from loadersearch.workload import EmulatedAccelerator
 
 # 2 ms per sample, batches of 4: one worker loads ~100 batches/s; the step takes 4 ms.
 DEVICE = EmulatedAccelerator(ms=(4.0, 0.0), mib=(0.0, 0.0), cap_bytes=None)

@@ -16,8 +16,8 @@ from helpers import pipelines
 from torch.utils.data import DataLoader
 
 import loadersearch
-from loadersearch._loader_config import LoaderConfig
-from loadersearch.workload._emulated import EmulatedAccelerator
+from loadersearch import LoaderConfig
+from loadersearch.workload import EmulatedAccelerator
 
 STEP_MS = 4.0  # the emulated accelerator: 4 ms a batch
 SAMPLE_MS = 2.0  # storage latency per sample: one worker loads a batch of 4 in ~8 ms
@@ -117,7 +117,7 @@ def test_online_settles_near_the_offline_winner_and_shares_the_study(tmp_path, c
     assert [r["trial"] for r in rows if r["online"]] == [trial.number]
     # ... but never ranks it for the study's answer: its value is another measure (a real
     # loop's images/s, not the projected full epoch), whatever its size.
-    from loadersearch.search._confirm import feasible_complete
+    from loadersearch.search import feasible_complete
 
     assert trial.number not in [t.number for t in feasible_complete(study)]
     assert trial.number in [t.number for t in feasible_complete(study, include_online=True)]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from loadersearch._loader_config import LoaderConfig
+from loadersearch import LoaderConfig
 from loadersearch.online import SegmentShape, Tuner
 
 SHAPE = SegmentShape(warmup=3, windows=4, window_steps=2)  # 11 steps a segment

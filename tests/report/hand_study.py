@@ -22,8 +22,8 @@ from typing import Any
 import optuna
 from optuna.trial import TrialState
 
-from loadersearch._loader_config import LoaderConfig
-from loadersearch.search._space import SearchSpace
+from loadersearch import LoaderConfig
+from loadersearch.search import SearchSpace
 
 SPACE = SearchSpace.from_dict(
     {

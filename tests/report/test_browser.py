@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from helpers.studies import EmulatedStudy, dashboard_server, run_cli, study_id
 
-from loadersearch._loader_config import LoaderConfig
+from loadersearch import LoaderConfig
 from loadersearch.report import open_study
 
 playwright = pytest.importorskip(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from helpers.studies import EmulatedStudy, dashboard_server, get_json, study_id
 
-from loadersearch.search._space import KNOBS
+from loadersearch.search import KNOBS
 
 
 def test_dashboard_serves_the_study_and_the_importance_of_the_five_knobs(

@@ -9,9 +9,9 @@ import urllib.request
 
 from helpers.studies import EmulatedStudy, dashboard_server, get_json, run_cli, study_id
 
-from loadersearch._loader_config import LoaderConfig
+from loadersearch import LoaderConfig
 from loadersearch.report._notes import BEGIN, IMPORTANCE_PLOT_ID, WINDOWS_PNG
-from loadersearch.search._objective import METRIC_NAME
+from loadersearch.search import METRIC_NAME
 
 
 def _best(study: EmulatedStudy) -> dict:

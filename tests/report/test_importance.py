@@ -6,10 +6,10 @@ import optuna
 import pytest
 from hand_study import BEST_SINGLE, add_trial, cfg, make_study
 
-from loadersearch._loader_config import LoaderConfig
+from loadersearch import LoaderConfig
 from loadersearch.report import importances
 from loadersearch.report._importance import importance_study
-from loadersearch.search._space import KNOBS
+from loadersearch.search import KNOBS
 
 
 @pytest.mark.slow

@@ -10,8 +10,8 @@ from pathlib import Path
 import optuna
 from helpers.studies import HOST, quick_settings, run_cli, steady_measure
 
-from loadersearch._hardware import Hardware
-from loadersearch.search._study import run_study
+from loadersearch import Hardware
+from loadersearch.search import run_study
 
 RTX = Hardware(host="gpu-box", cpu_count=4, physical_cores=4, gpu_count=1,
                gpu_model="NVIDIA GeForce RTX 2060")  # fmt: skip

@@ -7,7 +7,7 @@ from hand_study import WINNER, add_trial, cfg
 from optuna.trial import TrialState
 from optuna_dashboard import get_note, save_note
 
-from loadersearch.measure._result import INFEASIBLE_ADVICE, VRAM_CAP
+from loadersearch.measure import INFEASIBLE_ADVICE, VRAM_CAP
 from loadersearch.report import importances, publish, summarize
 from loadersearch.report._notes import (
     BEGIN,
@@ -87,7 +87,7 @@ def test_a_run_with_the_trial_hooks_notes_each_trial_and_attaches_its_windows(
 
     from loadersearch.report import trial_hooks
     from loadersearch.report._notes import WINDOWS_PNG
-    from loadersearch.search._study import run_study
+    from loadersearch.search import run_study
 
     monkeypatch.setenv("LOADERSEARCH_LOCK_DIR", str(tmp_path / "locks"))
     settings = quick_settings(tmp_path, trials=4)

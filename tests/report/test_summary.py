@@ -79,7 +79,7 @@ def test_a_study_without_trials_has_no_winner():
 def test_an_interrupted_trial_queued_again_is_listed_as_queued_with_its_configuration(hand_study):
     # A SIGTERM'd trial fails and is queued again (WAITING, no params yet): the table must show
     # the configuration that will be measured, not the defaults of an empty parameter set.
-    from loadersearch.search._budget import requeue
+    from loadersearch.search import requeue
 
     failed = next(t for t in hand_study.get_trials() if t.state == optuna.trial.TrialState.FAIL)
     number = requeue(hand_study, failed, "interrupted by SIGTERM")

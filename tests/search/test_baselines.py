@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from loadersearch._hardware import Hardware
+from loadersearch import Hardware
 from loadersearch.search._baselines import baselines
 from loadersearch.search._space import SearchSpace
 

@@ -6,10 +6,17 @@ from __future__ import annotations
 
 import pytest
 
-from loadersearch._loader_config import LoaderConfig
+from loadersearch import LoaderConfig
 from loadersearch.errors import DatasetError, StudyError
-from loadersearch.measure._plan import MeasurePlan
-from loadersearch.measure._result import BAD_SAMPLE, ERROR, INFEASIBLE, OK, VRAM_CAP, MeasureResult
+from loadersearch.measure import (
+    BAD_SAMPLE,
+    ERROR,
+    INFEASIBLE,
+    OK,
+    VRAM_CAP,
+    MeasurePlan,
+    MeasureResult,
+)
 from loadersearch.search._batchprobe import (
     HEADROOM,
     PROBE_PLAN,
@@ -18,7 +25,7 @@ from loadersearch.search._batchprobe import (
     has_headroom,
     probe_max_batch,
 )
-from loadersearch.workload._spec import WorkloadSpec
+from loadersearch.workload import WorkloadSpec
 
 WORKLOAD = WorkloadSpec(kind="emulated")
 GIB = 2**30

@@ -11,7 +11,7 @@ import optuna
 import pytest
 from helpers.studies import HOST, quick_settings
 
-from loadersearch.measure._result import OK, MeasureResult, Window
+from loadersearch.measure import OK, MeasureResult, Window
 from loadersearch.report import machine_load, summarize
 from loadersearch.search._space import SearchSpace
 from loadersearch.search._study import run_study
@@ -82,7 +82,7 @@ def test_a_trial_still_busy_the_second_time_is_unreliable_and_the_report_says_so
     assert "1 measured on a busy machine were measured again" in text
     assert "unreliable: trial 1" in text
     # the trial's note in optuna-dashboard says it too
-    from loadersearch.report._notes import NoteContext, trial_note
+    from loadersearch.report import NoteContext, trial_note
 
     note = trial_note(busy, NoteContext.of(study))
     assert "**Unreliable**: other processes used 60% of the CPUs" in note
@@ -118,7 +118,7 @@ def test_a_machine_that_stays_busy_is_not_measured_twice_for_ever(tmp_path):
 def _pruned_then(*outcomes: tuple[str, float, float]):
     """A measure function whose n-th call ends as ``outcomes[n]``: (status, images/s, outside
     share); a pruned one reports its window, as the pruner saw it."""
-    from loadersearch.measure._result import PRUNED
+    from loadersearch.measure import PRUNED
 
     calls: list[tuple[str, float, float]] = []
 

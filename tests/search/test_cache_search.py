@@ -10,13 +10,13 @@ import optuna
 import pytest
 from helpers.studies import HOST, quick_settings, run_cli, steady_measure
 
-from loadersearch._loader_config import LoaderConfig
+from loadersearch import LoaderConfig
 from loadersearch.report import answer_python, cache_line, open_study, summarize
 from loadersearch.search._objective import workload_for
 from loadersearch.search._settings import Overrides, SpecError, resolve_settings
 from loadersearch.search._space import SearchSpace, SpaceError
 from loadersearch.search._structured import StructuredStrategy
-from loadersearch.workload._spec import WorkloadSpec
+from loadersearch.workload import WorkloadSpec
 
 
 def test_the_cache_is_not_searched_unless_asked():
@@ -110,11 +110,9 @@ def test_the_summary_names_the_cache_its_cost_and_its_saving(tiny_dataset, tmp_p
     assert "built once in 3.00 s" in line and "per epoch" in line and "pays for itself" in line
     assert answer_python(summary).endswith("# measured reading the images from the memmap cache")
     # the same line on the report page and in the study's note in optuna-dashboard
-    from loadersearch.report import importances
-    from loadersearch.report._html import _answer
-    from loadersearch.report._notes import study_note
+    from loadersearch.report import answer_html, importances, study_note
 
-    assert 'id="cache"' in _answer(summary) and "pays for itself" in _answer(summary)
+    assert 'id="cache"' in answer_html(summary) and "pays for itself" in answer_html(summary)
     assert "Memmap cache: built once in 3.00 s" in study_note(summary, importances(study))
     assert study.user_attrs["spec"]["space"]["cache"] == ["none", "memmap"]
     assert isinstance(optuna.load_study(study_name="t", storage=settings.storage), optuna.Study)

@@ -6,8 +6,8 @@ import optuna
 import pytest
 from optuna.distributions import CategoricalDistribution, IntDistribution
 
-from loadersearch._loader_config import LoaderConfig
-from loadersearch.measure._result import ERROR, OK, MeasureResult
+from loadersearch import LoaderConfig
+from loadersearch.measure import ERROR, OK, MeasureResult
 from loadersearch.search._confirm import (
     finalists,
     remeasure_interleaved,

@@ -9,21 +9,21 @@ import pytest
 from helpers.studies import HOST, quick_settings, steady_measure
 from optuna.trial import TrialState
 
-from loadersearch._hardware import Hardware
+from loadersearch import Hardware
 from loadersearch.errors import DatasetError, DeviceError, StudyError
-from loadersearch.measure._plan import MeasurePlan
-from loadersearch.measure._result import (
+from loadersearch.measure import (
     BAD_DATASET,
     CRASH,
     ERROR,
     NO_DEVICE,
+    MeasurePlan,
     MeasureResult,
     Window,
 )
 from loadersearch.search._objective import start_weight, window_start_weight, window_value
 from loadersearch.search._space import SearchSpace
 from loadersearch.search._study import run_study
-from loadersearch.workload._spec import WorkloadSpec
+from loadersearch.workload import WorkloadSpec
 
 
 @pytest.fixture(autouse=True)
@@ -175,10 +175,10 @@ def test_a_clearly_slower_prune_records_the_best_trial_it_lost_to() -> None:
 
 def test_an_unusable_pipeline_s_message_ends_its_sentence_once() -> None:
     # Issue 22, 7: "check the name after the colon.. Every trial would fail".
-    from loadersearch._loader_config import LoaderConfig
-    from loadersearch.measure._result import BAD_PIPELINE, ERROR, MeasureResult
+    from loadersearch import LoaderConfig
+    from loadersearch.measure import BAD_PIPELINE, ERROR, MeasureResult
     from loadersearch.search._objective import unusable_input
-    from loadersearch.workload._spec import PipelineSpec
+    from loadersearch.workload import PipelineSpec
 
     spec = WorkloadSpec(kind="loader", pipeline=PipelineSpec("helpers.pipelines:make_dataset"))
     message = "module m has no 'f' (the dataset m:f); check the name after the colon."

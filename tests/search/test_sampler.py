@@ -6,7 +6,7 @@ from __future__ import annotations
 import optuna
 import pytest
 
-from loadersearch._loader_config import LoaderConfig
+from loadersearch import LoaderConfig
 from loadersearch.search._sampler import SAMPLERS, CandidateSampler, make_sampler
 from loadersearch.search._space import SearchSpace
 

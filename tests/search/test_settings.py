@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from loadersearch._hardware import Hardware
+from loadersearch import Hardware
 from loadersearch.search._settings import Overrides, SpecError, parse_size, resolve_settings
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -75,7 +75,7 @@ def test_a_spec_split_reaches_the_workload_and_the_measured_dataset(
 ) -> None:
     import shutil
 
-    from loadersearch.workload._datasets import open_dataset
+    from loadersearch.workload import open_dataset
 
     root = tmp_path / "splits"
     for split in ("train", "val"):
@@ -127,8 +127,7 @@ def test_more_ranks_than_gpus_is_refused_naming_the_fix() -> None:
 
 
 def test_auto_resolves_to_the_device_the_study_is_named_and_sized_for() -> None:
-    from loadersearch.workload._device import resolved_workload
-    from loadersearch.workload._spec import WorkloadSpec
+    from loadersearch.workload import WorkloadSpec, resolved_workload
 
     gpu = Hardware(cpu_count=16, physical_cores=8, gpu_model="NVIDIA H200", gpu_count=1)
     assert resolved_workload(WorkloadSpec(kind="train"), gpu).device == "cuda"

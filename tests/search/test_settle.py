@@ -10,8 +10,8 @@ import dataclasses
 import optuna
 from helpers.studies import HOST, quick_settings
 
-from loadersearch._loader_config import LoaderConfig
-from loadersearch.measure._result import OK, MeasureResult, Window
+from loadersearch import LoaderConfig
+from loadersearch.measure import OK, MeasureResult, Window
 from loadersearch.report import settled_line, summarize
 from loadersearch.search._settle import MIN_TRIALS, PREFETCH_CPUS, QUIET_FOR, settled
 from loadersearch.search._space import SearchSpace

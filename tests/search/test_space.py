@@ -5,7 +5,7 @@ from __future__ import annotations
 import optuna
 import pytest
 
-from loadersearch._loader_config import DEFAULT_START_METHOD, LoaderConfig
+from loadersearch import DEFAULT_START_METHOD, LoaderConfig
 from loadersearch.search._confirm import trial_config
 from loadersearch.search._space import SearchSpace, SpaceError, parse_assignment
 

@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import pytest
 
-from loadersearch._loader_config import LoaderConfig
+from loadersearch import LoaderConfig
 from loadersearch.search._observations import COMPLETE, INFEASIBLE, PRUNED, Observation
 from loadersearch.search._space import SearchSpace
 from loadersearch.search._structured import StructuredStrategy, ladder

@@ -175,7 +175,7 @@ def _own_connections(url: str) -> int:
     descriptors on a SQLite file."""
     import psutil
 
-    from loadersearch.storage._sqlite import sqlite_path
+    from loadersearch.storage import sqlite_path
 
     me = psutil.Process()
     path = sqlite_path(url)
@@ -199,7 +199,7 @@ def test_joining_a_study_leaves_no_connection_open(storage_url, study_name) -> N
     the connections of the first stayed open, idle, for the whole run (four connections per
     worker instead of two on the server: a Slurm array of 32 went past PostgreSQL's default
     max_connections, benchmarks/bench_shared_study.py)."""
-    from loadersearch._hardware import Hardware
+    from loadersearch import Hardware
     from loadersearch.search._opening import open_study
     from loadersearch.search._settings import Overrides, resolve_settings
     from loadersearch.search._study import join_study

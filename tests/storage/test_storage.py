@@ -14,7 +14,7 @@ from helpers.wait import wait_for
 from optuna.trial import TrialState
 
 from loadersearch.errors import StorageError
-from loadersearch.search._budget import optimize_to_total
+from loadersearch.search import optimize_to_total
 from loadersearch.storage import (
     filesystem_type,
     open_storage,

@@ -196,9 +196,8 @@ def test_workload_spec_checks_the_cache_option():
 
 
 def test_a_measurement_uses_the_cache_its_configuration_names(tiny_dataset, tmp_path, monkeypatch):
-    from loadersearch._loader_config import LoaderConfig
-    from loadersearch.measure import measure
-    from loadersearch.measure._plan import MeasurePlan
+    from loadersearch import LoaderConfig
+    from loadersearch.measure import MeasurePlan, measure
 
     monkeypatch.setenv(cache.CACHE_ENV, str(tmp_path))
     spec = WorkloadSpec(kind="loader", data=tiny_dataset, img_size=SIZE, device="cpu")

@@ -9,8 +9,7 @@ import torch
 from torch.utils.data import DataLoader
 
 from loadersearch.errors import PipelineError
-from loadersearch.measure._failures import classify_exception
-from loadersearch.measure._result import BAD_PIPELINE, BAD_SAMPLE, ERROR
+from loadersearch.measure import BAD_PIPELINE, BAD_SAMPLE, ERROR, classify_exception
 from loadersearch.workload import create_workload
 from loadersearch.workload._pipeline import _checked_step, build_pipeline
 from loadersearch.workload._spec import PipelineSpec, WorkloadSpec

@@ -7,9 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from loadersearch._loader_config import LoaderConfig
-from loadersearch.measure import measure
-from loadersearch.measure._plan import MeasurePlan
+from loadersearch import LoaderConfig
+from loadersearch.measure import MeasurePlan, measure
 from loadersearch.workload._spec import WorkloadSpec
 
 IO_MS = 40.0  # per sample: 1 worker fetches at most 25 img/s, 4 workers 100
