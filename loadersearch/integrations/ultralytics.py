@@ -672,12 +672,26 @@ def _has_disk_cache(info: Mapping[str, Any]) -> bool:
     return False
 
 
+def _spread(r: TuneResult) -> tuple[float, float, bool]:
+    """The winner's confirmation range (min, max; its rate when not confirmed) and whether
+    the machine was busy during it (inconclusive)."""
+    rate = r.images_per_s or 0.0
+    w = getattr(getattr(r, "summary", None), "winner", None)
+    if w is None:
+        return rate, rate, False
+    low = w.low if w.low is not None else rate
+    high = w.high if w.high is not None else rate
+    return low, high, bool(w.inconclusive)
+
+
 def _choose(
     spec: UltralyticsSpec, studies: dict[str, TuneResult], pin_switch: bool
 ) -> UltralyticsResult:
     """The cache choice to answer with: the fastest winner, except that a cache must beat
-    every cheaper choice (False < disk < ram, by what it costs) by more than the measurement
-    precision: within it the cheaper one is as fast as anything measured shows."""
+    every cheaper choice (False < disk < ram, by what it costs) clearly: by more than the
+    measurement precision, and with its confirmation range above the cheaper one's (the
+    studies ran at different times, so only separated ranges tell a difference from the
+    machine's load changing). Otherwise the cheaper one is as fast as anything measured."""
     cost = {"false": 0, "disk": 1, "ram": 2}
     feasible = {c: r for c, r in studies.items() if r.best is not None and r.images_per_s}
     notes: list[str] = []
@@ -688,21 +702,32 @@ def _choose(
         if cost[cheaper] >= cost[chosen]:
             break
         top = feasible[chosen].images_per_s or 0.0
+        low = _spread(feasible[chosen])[0]
+        high = _spread(feasible[cheaper])[1]
         if top <= (feasible[cheaper].images_per_s or 0.0) * (1 + DEFAULT_PRECISION):
-            notes.append(
-                f"cache={_cache_value(chosen)} is within {DEFAULT_PRECISION:.0%} of "
-                f"cache={_cache_value(cheaper)}, which costs less: answering with the latter."
-            )
-            chosen = cheaper
-            break
+            why = f"is within {DEFAULT_PRECISION:.0%} of"
+        elif low <= high:
+            why = f"measured {low:.1f}..{top:.1f}+ img/s, overlapping"
+        else:
+            continue
+        notes.append(
+            f"cache={_cache_value(chosen)} {why} cache={_cache_value(cheaper)} (up to "
+            f"{high:.1f} img/s), which costs less: answering with the latter."
+        )
+        chosen = cheaper
+        break
     if len(feasible) > 1:
+        busy = [f"cache={_cache_value(c)}" for c, r in feasible.items() if _spread(r)[2]]
         how = (
-            "each winner confirmed in its own study"
-            if all(r.confirmed for r in feasible.values())
-            else "winners not all confirmed"
+            "winners not all confirmed"
+            if not all(r.confirmed for r in feasible.values())
+            else f"{', '.join(busy)} confirmed on a busy machine: inconclusive"
+            if busy
+            else "each winner confirmed in its own study"
         )
         notes.append(
-            f"The cache choices are separate studies ({how}), compared by their winners' rates."
+            f"The cache choices are separate studies ({how}), compared by their winners' "
+            "confirmation ranges."
         )
     r = feasible[chosen]
     return UltralyticsResult(spec, studies, chosen, r.best, r.images_per_s, pin_switch, notes)

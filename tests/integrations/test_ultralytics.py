@@ -130,6 +130,12 @@ def test_a_cache_is_chosen_only_when_it_beats_no_cache_beyond_the_precision() ->
     assert faster.cache == "ram" and faster.images_per_s == 30.0
     close = ul._choose(spec, {"false": _study(20.0), "ram": _study(20.5)}, False)
     assert close.cache == "false" and "within 5% of cache=False" in "\n".join(close.notes)
+    # the ranges overlap: measured at different times, the difference may be the load's
+    noisy = _study(30.0)
+    noisy.summary = SimpleNamespace(winner=SimpleNamespace(low=6.5, high=40.0, inconclusive=True))
+    overlap = ul._choose(spec, {"false": _study(20.0), "ram": noisy}, False)
+    assert overlap.cache == "false" and "overlapping cache=False" in "\n".join(overlap.notes)
+    assert "cache=ram confirmed on a busy machine: inconclusive" in "\n".join(overlap.notes)
     none = ul._choose(spec, {"false": _study(None)}, False)
     assert none.best is None and "nothing to paste" in none.report()
 
