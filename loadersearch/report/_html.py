@@ -199,9 +199,10 @@ def _confirmation(summary: Summary) -> str:
             "anew.</p>"
         )
     return (
-        f"<section><h2>Confirmation</h2><p>The finalists, re-measured {w.rounds} times "
-        "interleaved (A B C A B C ...), so that a drift of the machine hits each alike; the "
-        "winner has the highest median.</p>"
+        f"<section><h2>Confirmation</h2><p>The finalists, re-measured in "
+        f"{w.rounds_done or w.rounds} interleaved rounds (A B C A B C ...), so that a drift "
+        "of the machine hits each alike; the winner has the highest median. A finalist marked "
+        "out was measured no further once the rounds left could not make it the winner.</p>"
         + _table(
             "confirmation",
             finalist_header(w.rounds),

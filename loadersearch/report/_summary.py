@@ -42,7 +42,8 @@ class Winner:
     low: float | None = None  # confirmation min and max
     high: float | None = None
     spread: float | None = None  # (max - min) / median
-    rounds: int = 0
+    rounds: int = 0  # its re-measurements (the median's count)
+    rounds_done: int = 0  # the confirmation's rounds (the race may stop before its budget)
     epoch_time_s: float | None = None  # projected seconds of one full epoch
     trial_value: float | None = None  # the single trial measurement (Optuna's "best" value)
     # confirmation rounds kept although the machine was busy (no quiet moment came in time):
@@ -67,6 +68,8 @@ class Finalist:
     high: float
     spread: float | None
     baseline: str | None
+    n: int = 0  # its re-measurements
+    out_after: int | None = None  # the round after which the race dropped it (it could not win)
 
 
 @dataclass
@@ -111,6 +114,9 @@ class Summary:
     cpu_budget: str | None = None  # the creator's CPU budget, in one line (CpuBudget.describe)
     finalists: list[Finalist] = field(default_factory=list)  # empty until confirmed
     confirm_s: float = 0.0  # seconds the confirmation measured
+    # its measurements, and those of its budget (rounds x finalists) its race did not need
+    confirm_measured: int = 0
+    confirm_skipped: int = 0
     confirmed_after: int | None = None  # finished trials the confirmation covered
     finished: int = 0  # finished (complete, infeasible or pruned) trials now
     gpus: int = 1  # ranks of the measured DDP job; the answer is per rank
@@ -173,6 +179,8 @@ def summarize(study: optuna.Study) -> Summary:
         gpus=int(stored_spec(attrs, "workload").get("gpus") or 1),
         finalists=finalists,
         confirm_s=_confirm_seconds(confirmation),
+        confirm_measured=len(confirmation["measurements"]) if confirmation else 0,
+        confirm_skipped=int(confirmation.get("skipped") or 0) if confirmation else 0,
         confirmed_after=confirmation.get("finished_trials") if confirmation else None,
         finished=counts[COMPLETE] + counts[INFEASIBLE] + counts[PRUNED],
         cache=_cache_answer(attrs, winner, ranked, fixed, dataset_images),
@@ -225,7 +233,8 @@ def _winner(
             low=best["min"],
             high=best["max"],
             spread=best["spread"],
-            rounds=confirmation["rounds"],
+            rounds=int(best.get("n") or confirmation["rounds"]),
+            rounds_done=int(confirmation.get("rounds_done") or confirmation["rounds"]),
             trial_value=best.get("trial_value"),
             busy_rounds=int(confirmation.get("busy_rounds") or 0),
             waited_quiet_s=float(confirmation.get("waited_quiet_s") or 0.0),
@@ -308,6 +317,8 @@ def _finalists(confirmation: dict[str, Any] | None) -> list[Finalist]:
             high=c["max"],
             spread=c.get("spread"),
             baseline=c.get("baseline"),
+            n=int(c.get("n") or confirmation["rounds"]),
+            out_after=c.get("out_after"),
         )
         for c in confirmation["candidates"]
     ]
@@ -432,12 +443,13 @@ def _pruning(trials: list[optuna.trial.FrozenTrial], n_windows: int) -> dict[str
 
 
 def _phases(trials: list[optuna.trial.FrozenTrial]) -> dict[str, float]:
-    """The study's seconds by phase, summed over the trials that recorded them; "storage" is
-    each trial's time from its start to its end less its measurement's (Optuna's own writes
-    and ours, notes included)."""
+    """The study's seconds by phase, summed over the trials that recorded them; "busy" is the
+    measurements of busy trials measured again and not kept, "storage" each trial's time from
+    its start to its end less its measurements' (Optuna's own writes and ours, notes
+    included)."""
     from loadersearch.measure import PHASES
 
-    totals = dict.fromkeys((*PHASES, "storage"), 0.0)
+    totals = dict.fromkeys((*PHASES, "busy", "storage"), 0.0)
     seen = False
     for t in trials:
         phases = t.user_attrs.get("phases")
@@ -446,9 +458,12 @@ def _phases(trials: list[optuna.trial.FrozenTrial]) -> dict[str, float]:
         seen = True
         for name in PHASES:
             totals[name] += float(phases.get(name) or 0.0)
+        dropped = float((t.user_attrs.get("remeasured") or {}).get("dropped_wall_s") or 0.0)
+        totals["busy"] += dropped
         if t.datetime_start and t.datetime_complete:
             span = (t.datetime_complete - t.datetime_start).total_seconds()
-            totals["storage"] += max(0.0, span - float(t.user_attrs.get("wall_s") or 0.0))
+            measured = float(t.user_attrs.get("wall_s") or 0.0) + dropped
+            totals["storage"] += max(0.0, span - measured)
     return {k: round(v, 1) for k, v in totals.items()} if seen else {}
 
 
