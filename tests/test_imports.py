@@ -274,3 +274,29 @@ def test_every_package_surface_lists_what_it_exports() -> None:
         assert len(set(exported)) == len(exported), f"{name}.__all__ repeats a name"
         for item in exported:
             assert getattr(package, item) is not None or item.isupper(), f"{name}.{item}"
+
+
+def test_every_name_imported_from_the_package_is_there() -> None:
+    """Each ``from loadersearch... import name`` in the library, benchmarks, scripts, examples
+    and tests names something that exists, function-local imports included: a name moved out
+    of a package's surface fails here, not in the one slow test whose code path reaches it."""
+    import importlib
+
+    repo = ROOT.parent
+    missing = []
+    for folder in ("loadersearch", "benchmarks", "scripts", "examples", "tests"):
+        for path in sorted((repo / folder).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if not (
+                    isinstance(node, ast.ImportFrom)
+                    and node.level == 0
+                    and (node.module or "").split(".")[0] == PACKAGE
+                ):
+                    continue
+                module = importlib.import_module(node.module)
+                for alias in node.names:
+                    if hasattr(module, alias.name) or f"{node.module}.{alias.name}" in _modules():
+                        continue
+                    missing.append(f"{path.relative_to(repo)}:{node.lineno}: "
+                                   f"{node.module}.{alias.name}")  # fmt: skip
+    assert not missing, "imported names that are not there:\n" + "\n".join(missing)

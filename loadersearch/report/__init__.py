@@ -39,7 +39,7 @@ from loadersearch.report._format import (
     winner_evidence,
     winner_title,
 )
-from loadersearch.report._html import write_report
+from loadersearch.report._html import answer_html, write_report
 from loadersearch.report._importance import Importance, importances
 from loadersearch.report._machines import MachineRow, machines
 from loadersearch.report._notes import (
@@ -58,6 +58,7 @@ from loadersearch.report._summary import BaselineResult, Finalist, Summary, Winn
 from loadersearch.report._text import dashboard_command, render_summary
 
 __all__ = [
+    "answer_html",
     "BaselineResult",
     "Finalist",
     "Importance",

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from loadersearch._lazy import lazy_attribute
-from loadersearch.workload._device import check_gpus, resolved_workload, uses_cuda
+from loadersearch.workload._device import check_gpus, resolve_device, resolved_workload, uses_cuda
 from loadersearch.workload._emulated import EmulatedAccelerator, EmulatedStorage, VramCapExceeded
 from loadersearch.workload._refs import (
     MEASURING_ENV,
@@ -91,6 +91,7 @@ __all__ = [
     "prepare_cache",
     "read_skipped",
     "ref_of",
+    "resolve_device",
     "resolve_img_size",
     "resolved_workload",
     "train_step",
