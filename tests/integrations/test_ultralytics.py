@@ -322,3 +322,4 @@ def test_the_quick_path_make_dataset_then_run_ultralytics(tmp_path) -> None:
     assert "Paste into your training:" in result.output
     assert f"yolo train data={data} model=yolo11n.yaml imgsz={IMGSZ} workers=" in result.output
     assert "batch=4 cache=False" in result.output
+

@@ -3,6 +3,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+import os
 import shutil
 from pathlib import Path
 
@@ -484,3 +485,24 @@ def test_an_image_over_pils_pixel_limit_is_named_with_its_size_in_one_warning(
     assert not [w for w in raw if issubclass(w.category, Image.DecompressionBombWarning)]
     [named] = [r.getMessage() for r in caplog.records if "12000 x 12000" in r.getMessage()]
     assert str(big) in named and "144 megapixels" in named and "412.0 MiB" in named
+
+
+def test_a_corrupt_image_is_a_named_bad_sample_after_ultralytics_replaced_image_open(
+    tmp_path,
+) -> None:
+    # Importing Ultralytics swaps PIL.Image.open, process-wide, for a wrapper that meets an
+    # unidentified file by installing a HEIF plugin (an ImportError offline); loadersearch's
+    # own decoder still says which file is bad and why.
+    import PIL.Image
+
+    os.environ.setdefault("YOLO_OFFLINE", "1")  # no DNS probe at import
+    pytest.importorskip("ultralytics.utils.patches")
+    from loadersearch.errors import BadSampleError
+    from loadersearch.workload._datasets.decode import decode, header_problem
+
+    assert PIL.Image.open.__module__ == "ultralytics.utils.patches"
+    bad = tmp_path / "bad.jpg"
+    bad.write_bytes(b"not a jpeg at all")
+    with pytest.raises(BadSampleError, match="bad.jpg.*cannot decode image"):
+        decode(str(bad))
+    assert "cannot decode image" in header_problem(str(bad))

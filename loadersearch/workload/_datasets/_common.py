@@ -5,9 +5,11 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import sys
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from PIL import Image
@@ -87,9 +89,20 @@ def quiet_bomb_warning() -> Iterator[None]:
         yield
 
 
+def pil_open(source: Any) -> Image.Image:
+    """Pillow's own ``Image.open``. Importing Ultralytics replaces it, for the whole process,
+    with a wrapper that meets the first file Pillow cannot identify by installing and
+    registering a HEIF plugin (a pip install, or an ImportError offline), which would turn a
+    corrupt JPEG into an ImportError instead of a named bad sample; its saved original is
+    what Pillow itself does."""
+    patches = sys.modules.get("ultralytics.utils.patches")
+    opener = getattr(patches, "_image_open", None) or Image.open
+    return opener(source)
+
+
 def image_size(path: Path) -> tuple[int, int]:
     """Displayed (upright) size from the image header, without decoding the pixels."""
-    with quiet_bomb_warning(), Image.open(path) as im:
+    with quiet_bomb_warning(), pil_open(path) as im:
         w, h = im.size
         orientation = im.getexif().get(0x0112, 1)
     return (h, w) if orientation in (5, 6, 7, 8) else (w, h)

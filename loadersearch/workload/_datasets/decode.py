@@ -11,7 +11,7 @@ from PIL import Image, ImageOps
 
 from loadersearch._units import fmt_bytes
 from loadersearch.errors import BadSampleError
-from loadersearch.workload._datasets._common import log, quiet_bomb_warning
+from loadersearch.workload._datasets._common import log, pil_open, quiet_bomb_warning
 
 
 class SampleError(BadSampleError):
@@ -49,7 +49,7 @@ def decode(path: str, file: Any = None) -> Image.Image:
     ``file``: the file's bytes already read (a file object: the RAM cache), else ``path`` is
     read."""
     try:
-        with quiet_bomb_warning(), Image.open(path if file is None else file) as im:
+        with quiet_bomb_warning(), pil_open(path if file is None else file) as im:
             im.load()
             ImageOps.exif_transpose(im, in_place=True)
             if im.mode in ("I;16", "I;16L", "I;16B", "I;16N"):
@@ -68,7 +68,7 @@ def header_problem(path: str) -> str | None:
     try:
         with warnings.catch_warnings(record=True) as said:
             warnings.simplefilter("always", Image.DecompressionBombWarning)
-            with Image.open(path) as im:
+            with pil_open(path) as im:
                 width, height = im.size
     except FileNotFoundError:
         return "image file does not exist"
