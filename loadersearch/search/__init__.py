@@ -26,9 +26,9 @@ from loadersearch.search._objective import (
     window_wait,
 )
 from loadersearch.search._opening import (
+    create_or_resume_study,
     describe_spec,
     make_pruner,
-    open_study,
     settings_from_study,
     stored_spec,
 )
@@ -97,6 +97,7 @@ __all__ = [
     "config_from_params",
     "confirm_study",
     "cpu_bound",
+    "create_or_resume_study",
     "default_plan",
     "default_worker_bound",
     "describe_spec",
@@ -108,7 +109,6 @@ __all__ = [
     "make_pruner",
     "make_sampler",
     "noise_margin",
-    "open_study",
     "optimize_to_total",
     "parse_assignment",
     "parse_size",

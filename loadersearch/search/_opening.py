@@ -149,7 +149,7 @@ def make_pruner(name: str, n_windows: int) -> optuna.pruners.BasePruner:
     raise StudyError(f"unknown pruner {name!r}; choose one of {', '.join(PRUNERS)}.")
 
 
-def open_study(
+def create_or_resume_study(
     settings: StudySettings,
     hardware: Hardware,
     *,
@@ -209,7 +209,8 @@ def open_study(
 
 def stored_spec(attrs: Mapping[str, Any], part: str) -> dict[str, Any]:
     """A copy of one part (``workload``, ``plan`` or ``space``) of the spec a study stores in
-    its user attributes ``attrs`` (:func:`open_study` writes it); empty when it has none."""
+    its user attributes ``attrs`` (:func:`create_or_resume_study` writes it); empty when it
+    has none."""
     return dict((attrs.get("spec") or {}).get(part) or {})
 
 
