@@ -114,7 +114,7 @@ def memmap_path(root: str, img_size: int, directory: Path, key: str = "") -> Pat
     return directory / f"{slug[:40]}-{digest}-{img_size}px{SUFFIX}"
 
 
-def fingerprint(root: str, paths: Sequence[str], img_size: int) -> str:
+def images_digest(root: str, paths: Sequence[str], img_size: int) -> str:
     """A hash of what the cache stores: every image's path, size and modification time, the
     image size and the format's version. A changed, added or removed image changes it."""
     h = hashlib.sha256(f"{VERSION}\0{img_size}\0{os.path.abspath(root)}".encode())
@@ -132,7 +132,7 @@ def cache_key(fmt: str, split: str | None, skip_bad_samples: bool) -> str:
     return f"{fmt}:{split or ''}:{int(bool(skip_bad_samples))}"
 
 
-def prepare_cache(
+def ensure_cache(
     mode: str,
     root: str,
     paths: Sequence[str],
@@ -171,9 +171,9 @@ def open_cache(
     io_ms: float = 0.0,
 ) -> tuple[MemmapImages | RamImages, CacheInfo]:
     """In the measuring process: the images' source for ``mode`` (``ram`` or ``memmap``) and
-    what it costs (``io_ms``: as for :func:`prepare_cache`; a RAM cache pays it per file as it
+    what it costs (``io_ms``: as for :func:`ensure_cache`; a RAM cache pays it per file as it
     fills)."""
-    info = prepare_cache(mode, root, paths, img_size, directory, key, skip_bad_samples, io_ms)
+    info = ensure_cache(mode, root, paths, img_size, directory, key, skip_bad_samples, io_ms)
     if info is None:
         raise ValueError(f"no cache to open for mode {mode!r}")
     if mode == "memmap":
@@ -260,7 +260,7 @@ def ensure_memmap(
             f"one with --cache-dir DIR (or ${CACHE_ENV})."
         ) from e
     path = memmap_path(root, img_size, directory, key)
-    wanted = fingerprint(root, paths, img_size)
+    wanted = images_digest(root, paths, img_size)
     header = _read_header(path)
     if header and header.get("fingerprint") == wanted:
         return _info(path, header, built=False)

@@ -262,7 +262,7 @@ def prepare_cache(spec: WorkloadSpec) -> Any:
     if device == "auto":
         # only the train workload's image size depends on the device (no torch otherwise)
         device = resolve_device(device) if spec.kind == "train" else "cpu"
-    return cache.prepare_cache(
+    return cache.ensure_cache(
         spec.cache,
         index.root,
         index.paths,
