@@ -374,7 +374,7 @@ class AutoLoader:
     def _seeds(
         self, study: str, storage: str | None
     ) -> tuple[list[LoaderConfig], tuple[str, str] | None]:
-        from loadersearch.online._study import seeds_from_study
+        from loadersearch.online._shared_study import seeds_from_study
 
         return seeds_from_study(study, storage, self._fit)
 
@@ -532,7 +532,7 @@ class AutoLoader:
         )
         _logger.info("%s", self.report.summary())
         if self._write_back is not None:
-            from loadersearch.online._study import record_online
+            from loadersearch.online._shared_study import record_online
 
             record_online(self._write_back, self.report)
 

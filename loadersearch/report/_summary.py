@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from loadersearch._loader_config import LoaderConfig
-from loadersearch.report._study import space_fixed
+from loadersearch.report._reading import space_fixed
 from loadersearch.search import stored_spec
 
 if TYPE_CHECKING:
