@@ -335,9 +335,9 @@ def settings_from_study(
 ) -> StudySettings:
     """Rebuild the settings stored in a study (for a worker joining it). A stored pipeline is
     someone else's data until shown to be the user's code: it passes
-    :func:`loadersearch.workload._refs.admit_stored` under ``trust`` (default: modules under the
-    working directory only), its references shown with ``show`` before any is imported. The
-    stored cache directory is not used: this machine's own default is."""
+    :func:`loadersearch.workload._stored_refs.admit_stored` under ``trust`` (default: modules
+    under the working directory only), its references shown with ``show`` before any is
+    imported. The stored cache directory is not used: this machine's own default is."""
     from loadersearch.workload import PipelineTrust, admit_stored
 
     require_joinable(study)
