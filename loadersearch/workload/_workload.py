@@ -246,7 +246,7 @@ def check_data(spec: WorkloadSpec) -> Any:
 def prepare_cache(spec: WorkloadSpec) -> Any:
     """Before anything is measured (no torch): build the memmap cache of ``spec``'s dataset at
     its image size when it is missing or stale, or check that a RAM cache fits in memory. A
-    :class:`~loadersearch.workload._cache.CacheInfo` (where, how big, the build time), or None
+    :class:`~loadersearch.workload._cache_info.CacheInfo` (where, how big, the build time), or None
     without a cache. ``spec.device`` should be resolved (``auto`` is taken as CUDA when torch
     sees it), since the train workload's image size depends on it."""
     if spec.cache == "none" or spec.pipeline is not None:
