@@ -20,10 +20,7 @@ from loadersearch.search._objective import (
     METRIC_NAME,
     Objective,
     TrialCrash,
-    result_attrs,
     unusable_input,
-    window_value,
-    window_wait,
 )
 from loadersearch.search._opening import (
     create_or_resume_study,
@@ -57,6 +54,7 @@ from loadersearch.search._space import (
     parse_assignment,
 )
 from loadersearch.search._study import RunOutcome, enqueue_baselines, join_study, run_study
+from loadersearch.search._trial_values import result_attrs, window_value, window_wait
 
 # Imported on first use: their modules import torch, numpy or optuna (loadersearch._lazy).
 _LAZY = {
