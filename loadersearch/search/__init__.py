@@ -15,6 +15,7 @@ from loadersearch.search._confirm import (
     remeasure_interleaved,
     trial_config,
 )
+from loadersearch.search._defaults import cpu_bound, default_plan
 from loadersearch.search._objective import (
     CONSTRAINT,
     METRIC_NAME,
@@ -31,16 +32,11 @@ from loadersearch.search._opening import (
 )
 from loadersearch.search._progress import Progress
 from loadersearch.search._settings import (
-    NOT_IDENTITY,
     SPEC_SECTIONS,
     Overrides,
     StudySettings,
-    cpu_bound,
-    default_plan,
-    foreign_study_problems,
     load_spec_file,
     parse_size,
-    require_loadersearch_study,
     resolve_pipeline,
     resolve_settings,
 )
@@ -54,6 +50,11 @@ from loadersearch.search._space import (
     parse_assignment,
 )
 from loadersearch.search._study import RunOutcome, enqueue_baselines, join_study, run_study
+from loadersearch.search._study_identity import (
+    NOT_IDENTITY,
+    foreign_study_problems,
+    require_loadersearch_study,
+)
 from loadersearch.search._trial_values import result_attrs, window_value, window_wait
 
 # Imported on first use: their modules import torch, numpy or optuna (loadersearch._lazy).

@@ -17,14 +17,16 @@ from loadersearch.errors import StudyError
 from loadersearch.measure import MeasurePlan
 from loadersearch.search._objective import METRIC_NAME
 from loadersearch.search._settings import (
-    NOT_IDENTITY,
     PRUNERS,
     SAMPLERS,
     StudySettings,
+)
+from loadersearch.search._space import SearchSpace
+from loadersearch.search._study_identity import (
+    NOT_IDENTITY,
     foreign_study_problems,
     require_loadersearch_study,
 )
-from loadersearch.search._space import SearchSpace
 from loadersearch.workload import WorkloadSpec, uses_cuda
 
 if TYPE_CHECKING:

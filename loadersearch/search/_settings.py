@@ -40,9 +40,10 @@ from loadersearch._options import (
 )
 from loadersearch._options import parse_size as config_parse_size
 from loadersearch.errors import SpecError
-from loadersearch.measure import DEFAULT_PRECISION, MeasurePlan
-from loadersearch.search._space import KNOBS, SearchSpace, SpaceError, default_worker_bound
-from loadersearch.workload import PipelineSpec, WorkloadSpec, check_gpus, uses_cuda
+from loadersearch.measure import MeasurePlan
+from loadersearch.search._defaults import cpu_bound, default_plan, default_space
+from loadersearch.search._space import KNOBS, SearchSpace, SpaceError
+from loadersearch.workload import PipelineSpec, WorkloadSpec, check_gpus
 
 PRUNERS = ("wilcoxon", "median", "none")
 SAMPLERS = ("structured", "tpe", "gp", "random")  # the first is the default (landscape zoo)
@@ -51,6 +52,7 @@ if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
+
 
 @dataclass(frozen=True)
 class StudySettings:
@@ -377,87 +379,6 @@ def resolve_pipeline(from_file: dict[str, Any], given: dict[str, Any]) -> Pipeli
 
     check_refs(pipeline)
     return pipeline
-
-
-# Workload fields that do not change what a trial measures: a resume may change them without
-# splitting the study (e.g. --skip-bad-samples after a run stopped on a bad label).
-# Options that do not change what a trial measures, only how: a study resumed with other values
-# takes the run's. The precision and its time limit only decide how long a measurement goes on
-# to pin the same figure down.
-NOT_IDENTITY = {
-    "workload": frozenset({"skip_bad_samples", "cache_dir"}),
-    "plan": frozenset({"precision", "extend_limit_s"}),
-}
-
-
-def foreign_study_problems(study: Any) -> list[str]:
-    """What an Optuna study lacks to be one loadersearch created (empty when it is one): its
-    spec (workload, plan, space), a maximised objective, parameters among the five knobs."""
-    import optuna
-
-    problems = []
-    spec = study.user_attrs.get("spec")
-    if not isinstance(spec, dict):
-        problems.append("no loadersearch spec (user attribute 'spec': workload, plan, space)")
-    else:
-        absent = [part for part in ("workload", "plan", "space") if part not in spec]
-        if absent:
-            problems.append(f"an incomplete spec (no {', '.join(absent)})")
-    if list(study.directions) != [optuna.study.StudyDirection.MAXIMIZE]:
-        directions = ", ".join(d.name.lower() for d in study.directions)
-        problems.append(f"it {directions}s its objective (loadersearch maximises images/s)")
-    params = set().union(*(t.params for t in study.get_trials(deepcopy=False)))
-    other = sorted(params - set(KNOBS))
-    if other:
-        problems.append(f"parameters that are not DataLoader knobs ({', '.join(other[:5])})")
-    return problems
-
-
-def require_loadersearch_study(study: Any, url: str) -> None:
-    """Refuse (:class:`SpecError`) a study loadersearch did not create, naming what it lacks:
-    an answer read from another tool's study would be invented."""
-    problems = foreign_study_problems(study)
-    if problems:
-        raise SpecError(
-            f"study {study.study_name!r} in {url} was not created by loadersearch: "
-            f"{'; '.join(problems)}. loadersearch reads only its own studies; name one with "
-            "--study (optuna-dashboard shows any study)."
-        )
-
-
-def cpu_bound(workload: WorkloadSpec, hardware: Hardware) -> bool:
-    """Whether the CPU does the heavy work of this measurement: training on a CPU, or any
-    workload on a host without a GPU (its loader decodes ~50-100 img/s at 416 px). Such
-    measurements get short plans and small batches."""
-    gpu = uses_cuda(workload, hardware)
-    return not gpu and (workload.kind == "train" or hardware.gpu_count == 0)
-
-
-def default_plan(*, small: bool) -> MeasurePlan:
-    """Short measurements. Where the CPU does the heavy work (~70 img/s for training at 128 px
-    on 2 cores, ~50-100 img/s for the loader at 416 px; less on a busy machine), 2 warm-up
-    steps and two short epochs of 4 one-step windows keep a trial to a few seconds and still
-    give the pruner 8 paired windows; elsewhere 3 short epochs of 8 steps (MeasurePlan's
-    defaults) cut into 12 windows of 2 steps. Either way a configuration with many batches in
-    flight measures longer epochs (MeasurePlan.sized_steps), within 8 s each on the CPU (20 s
-    elsewhere) at its warm-up's rate, and a measurement whose epochs disagree goes on with more
-    epochs until the projected epoch time is known to +/-5% (90% confidence), for at most 8 s
-    more on the CPU (20 s elsewhere)."""
-    shared = {"windows_per_epoch": 4, "warmup_epochs": 1, "precision": DEFAULT_PRECISION}
-    if small:
-        return MeasurePlan(
-            epochs=2, steps=4, warmup_steps=2, timeout_s=120, epoch_limit_s=8.0,
-            extend_limit_s=8.0, **shared,
-        )  # fmt: skip
-    return MeasurePlan(epochs=3, steps=8, warmup_steps=4, **shared)
-
-
-def default_space(hardware: Hardware, *, small: bool, ranks: int = 1) -> SearchSpace:
-    """The default ranges for this machine (batch sizes 8..32 where the CPU does the work);
-    with several ranks, ``num_workers`` per rank within the cores they share."""
-    workers = default_worker_bound(hardware.cpu_count, ranks)
-    batch = (8, 32) if small else (8, 128)
-    return SearchSpace(num_workers=(0, workers), batch_size=batch, batch_step=8)
 
 
 def _given(values: dict[str, Any]) -> dict[str, Any]:
