@@ -256,34 +256,13 @@ def resolve_settings(
     any storage is opened or created."""
     data = load_spec_file(spec_file) if spec_file else {}
     base = os.path.dirname(os.path.abspath(spec_file)) if spec_file else os.getcwd()
-    values: dict[type, dict[str, Any]] = {}
-    for section in _OWNERS:
-        table = dict(data.get(section, {}))
-        for key, value in table.items():
-            if _KEYS[section][key][2].kind == SIZE:  # the file's is text; the command line's bytes
-                try:
-                    table[key] = parse_size(value)
-                except SpecError as e:  # name the file and the key, as the other spec errors do
-                    raise SpecError(f"study spec {spec_file}: [{section}] {key}: {e}") from e
-        table = {**table, **_given(getattr(overrides, section))}
-        _check_types(section, table, "")
-        for owner, fields in _fields(section, table).items():
-            values.setdefault(owner, {}).update(fields)
+    values = _merged_values(data, overrides, spec_file)
     study_in = values.get(StudySettings, {})
     workload_in = values.get(WorkloadSpec, {})
     plan_in = values.get(MeasurePlan, {})
     data_dir = workload_in.get("data")
     if data_dir:
-        # Relative paths in a spec file are relative to the file; on the command line, to cwd.
-        from_file = "data" not in _given(overrides.workload)
-        path = os.path.join(base, data_dir) if from_file else data_dir
-        path = os.path.abspath(os.path.expanduser(path))
-        if not os.path.isdir(path):
-            raise SpecError(
-                f"dataset directory {path} does not exist; check --data (or [workload] data), "
-                "or run `loadersearch make-dataset` to generate one."
-            )
-        workload_in["data"] = path
+        workload_in["data"] = _dataset_dir(data_dir, overrides, base)
     pipeline = resolve_pipeline(data.get("pipeline", {}), overrides.pipeline)
     if pipeline is not None:
         workload_in["pipeline"] = pipeline
@@ -299,16 +278,7 @@ def resolve_settings(
     except (TypeError, ValueError) as e:
         raise SpecError(f"plan: {e}") from e
 
-    space = default_space(hardware, small=small, ranks=workload.gpus)
-    space_in = dict(data.get("space", {}))
-    fixed_in = {k: v for k, v in dict(space_in.pop("fix", {})).items()}
-    try:
-        for knob, text in {**space_in, **overrides.space_ranges}.items():
-            space = space.with_range(knob, text)  # text, or a TOML list
-        for knob, value in {**fixed_in, **overrides.space_fixed}.items():
-            space = space.with_fixed(knob, value)
-    except SpaceError as e:
-        raise SpecError(str(e)) from e
+    space = _space(default_space(hardware, small=small, ranks=workload.gpus), data, overrides)
     if space.cache and workload.pipeline is not None:
         raise SpecError(
             "the cache search (--search-cache, space cache) applies to the built-in dataset, "
@@ -329,6 +299,56 @@ def resolve_settings(
         source=spec_file,
         **study_in,  # checked by StudySettings itself (trials, pruner, sampler, ...)
     )
+
+
+def _merged_values(
+    data: dict[str, Any], overrides: Overrides, spec_file: str | None
+) -> dict[type, dict[str, Any]]:
+    """The [study], [workload] and [plan] values of the spec file ``data`` with the command
+    line's over them, checked, by the class and field they set."""
+    values: dict[type, dict[str, Any]] = {}
+    for section in _OWNERS:
+        table = dict(data.get(section, {}))
+        for key, value in table.items():
+            if _KEYS[section][key][2].kind == SIZE:  # the file's is text; the command line's bytes
+                try:
+                    table[key] = parse_size(value)
+                except SpecError as e:  # name the file and the key, as the other spec errors do
+                    raise SpecError(f"study spec {spec_file}: [{section}] {key}: {e}") from e
+        table = {**table, **_given(getattr(overrides, section))}
+        _check_types(section, table, "")
+        for owner, fields in _fields(section, table).items():
+            values.setdefault(owner, {}).update(fields)
+    return values
+
+
+def _dataset_dir(data_dir: str, overrides: Overrides, base: str) -> str:
+    """The dataset directory, absolute, refused when it does not exist."""
+    # Relative paths in a spec file are relative to the file; on the command line, to cwd.
+    from_file = "data" not in _given(overrides.workload)
+    path = os.path.join(base, data_dir) if from_file else data_dir
+    path = os.path.abspath(os.path.expanduser(path))
+    if not os.path.isdir(path):
+        raise SpecError(
+            f"dataset directory {path} does not exist; check --data (or [workload] data), "
+            "or run `loadersearch make-dataset` to generate one."
+        )
+    return path
+
+
+def _space(space: SearchSpace, data: dict[str, Any], overrides: Overrides) -> SearchSpace:
+    """``space`` (this machine's default) with the spec file's [space] ranges and fixed knobs,
+    then the command line's, applied."""
+    space_in = dict(data.get("space", {}))
+    fixed_in = {k: v for k, v in dict(space_in.pop("fix", {})).items()}
+    try:
+        for knob, text in {**space_in, **overrides.space_ranges}.items():
+            space = space.with_range(knob, text)  # text, or a TOML list
+        for knob, value in {**fixed_in, **overrides.space_fixed}.items():
+            space = space.with_fixed(knob, value)
+    except SpaceError as e:
+        raise SpecError(str(e)) from e
+    return space
 
 
 def check_emulated_cap(workload: WorkloadSpec, space: SearchSpace) -> None:
