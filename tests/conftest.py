@@ -15,7 +15,7 @@ from collections.abc import Iterator
 
 import psutil
 import pytest
-from helpers import lanes
+from helpers import cputime, lanes
 from helpers.studies import E2E_OPTIONS, EmulatedStudy, run_cli
 from helpers.wait import wait_for
 
@@ -39,6 +39,9 @@ def pytest_configure(config: pytest.Config) -> None:
     import torch
 
     torch.set_num_threads(1)
+    # Where the time goes, test by test (wall and CPU seconds): helpers/cputime.py.
+    if os.environ.get(cputime.LOG_VARIABLE):
+        config.pluginmanager.register(cputime.CpuLog(os.environ[cputime.LOG_VARIABLE]))
 
 
 # The guard of the fast lane: a test not marked slow fails if it starts a measuring process.

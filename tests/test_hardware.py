@@ -1,16 +1,21 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import sys
 
 import pytest
 
 from loadersearch._hardware import (
+    CpuBudget,
     Gpu,
     Hardware,
     _nvml_gpus,
     check_compatible,
+    cpu_budget,
+    cpu_quota,
     fingerprint,
     host_name,
     parse_visible_devices,
@@ -224,3 +229,161 @@ def test_a_mig_slice_whose_nvml_name_does_not_say_so_is_named_a_mig_slice():
     nvml.devices["m1"] = Gpu(1, _B_MIG.uuid, "NVIDIA A100-SXM4-40GB", 5 * 2**30, mig=True)
     slices = [g for g in _nvml_gpus(nvml) if g.mig]
     assert [g.name for g in slices] == ["NVIDIA A100-SXM4-40GB MIG 5gb slice"]
+
+
+# -- the CPU budget ---------------------------------------------------------------------------
+
+
+def _fake_proc(tmp_path, cgroup: str = "0::/\n", mountinfo: str = "") -> str:
+    """A /proc with what cpu_budget reads: self/cgroup, self/mountinfo, cpuinfo (16 CPUs, two
+    to a physical core)."""
+    proc = tmp_path / "proc"
+    (proc / "self").mkdir(parents=True)
+    (proc / "self" / "cgroup").write_text(cgroup)
+    (proc / "self" / "mountinfo").write_text(mountinfo)
+    cpuinfo = "".join(
+        f"processor\t: {i}\nphysical id\t: 0\ncore id\t\t: {i // 2}\n\n" for i in range(16)
+    )
+    (proc / "cpuinfo").write_text(cpuinfo)
+    return str(proc)
+
+
+def _cgroup(tmp_path, files: dict[str, str]) -> str:
+    """A cgroup v2 tree: ``{"a/b/cpu.max": "max 100000", ...}`` under tmp_path/cg."""
+    root = tmp_path / "cg"
+    root.mkdir(exist_ok=True)
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text + "\n")
+    return str(root)
+
+
+def test_a_cgroup_v2_quota_of_200000_per_100000_allows_2_cpus(tmp_path):
+    root = _cgroup(tmp_path, {"cpu.max": "200000 100000"})
+    b = cpu_budget(cgroup_root=root, proc=_fake_proc(tmp_path), affinity=range(8), environ={})
+    assert (b.cpus, b.ranks, b.cpus_per_rank, b.workers_per_rank, b.worker_bound) == (
+        2, 1, 2, 1, 4,
+    )  # fmt: skip
+    assert b.cores == 2  # 4 physical cores among CPUs 0-7, capped at the 2 CPUs
+    assert b.describe() == (
+        f"2 CPUs allowed by the cgroup CPU quota ({root}/cpu.max 200000 100000 = 2 CPUs), "
+        "1 process: up to 1 worker, one CPU kept for the training process"
+    )
+
+
+def test_max_in_cpu_max_is_no_quota(tmp_path):
+    root = _cgroup(tmp_path, {"cpu.max": "max 100000"})
+    proc = _fake_proc(tmp_path)
+    assert cpu_quota(cgroup_root=root, proc=proc) is None
+    b = cpu_budget(cgroup_root=root, proc=proc, affinity=range(8), environ={})
+    assert (b.cpus, b.limit, b.worker_bound) == (8, None, 16)
+    assert b.describe().startswith("8 CPUs (all of this machine's), 1 process: up to 7 workers")
+
+
+def test_the_tightest_quota_on_the_path_up_from_the_process_s_cgroup_counts(tmp_path):
+    root = _cgroup(
+        tmp_path,
+        {"cpu.max": "800000 100000", "job/cpu.max": "150000 100000", "job/step/cpu.max": "max"},
+    )
+    proc = _fake_proc(tmp_path, cgroup="0::/job/step\n")
+    assert cpu_quota(cgroup_root=root, proc=proc) == (1.5, f"{root}/job/cpu.max 150000 100000")
+    b = cpu_budget(cgroup_root=root, proc=proc, affinity=range(4), environ={})
+    assert b.cpus == 1  # 1.5 CPUs rounded down: over the quota the whole cgroup is throttled
+    assert "= 1.5 CPUs, rounded down" in b.describe()
+    assert b.describe().endswith("1 process: 1 worker, sharing the CPU with the training process")
+
+
+def test_the_unified_mount_and_a_v1_cpu_controller_are_found_in_mountinfo(tmp_path):
+    # This build machine's layout: cgroup v1 controllers, cgroup2 mounted at .../unified.
+    unified = tmp_path / "fs" / "unified"
+    v1 = tmp_path / "fs" / "cpu,cpuacct"
+    (unified / "user.slice").mkdir(parents=True)
+    (unified / "user.slice" / "cpu.max").write_text("300000 100000\n")
+    (v1 / "docker" / "abc").mkdir(parents=True)
+    (v1 / "docker" / "abc" / "cpu.cfs_quota_us").write_text("250000\n")
+    (v1 / "docker" / "abc" / "cpu.cfs_period_us").write_text("100000\n")
+    mountinfo = (
+        f"31 23 0:28 / {tmp_path}/fs rw - tmpfs tmpfs rw\n"
+        f"32 31 0:29 / {v1} rw,relatime - cgroup cgroup rw,cpu,cpuacct\n"
+        f"41 31 0:38 / {unified} rw,relatime - cgroup2 cgroup2 rw\n"
+    )
+    cgroup = "2:cpu,cpuacct:/docker/abc\n1:memory:/docker/abc\n0::/user.slice\n"
+    proc = _fake_proc(tmp_path, cgroup=cgroup, mountinfo=mountinfo)
+    quota, where = cpu_quota(proc=proc)
+    assert quota == 2.5 and where.startswith(f"{v1}/docker/abc/cpu.cfs_quota_us 250000")
+    assert cpu_budget(proc=proc, affinity=range(16), environ={}).cpus == 2
+
+
+def test_a_cgroup_path_outside_the_mounted_part_reads_the_mount_itself(tmp_path):
+    # A container without a cgroup namespace sees its host's path, /sys/fs/cgroup is its own.
+    root = _cgroup(tmp_path, {"cpu.max": "400000 100000"})
+    proc = _fake_proc(tmp_path, cgroup="0::/kubepods/pod1/c2\n")
+    assert cpu_quota(cgroup_root=root, proc=proc) == (4.0, f"{root}/cpu.max 400000 100000")
+
+
+def test_local_world_size_4_shares_12_cpus_3_each_2_workers_beside_each_rank(tmp_path):
+    root = _cgroup(tmp_path, {"cpu.max": "1200000 100000"})
+    proc = _fake_proc(tmp_path)
+    b = cpu_budget(cgroup_root=root, proc=proc, affinity=range(16),
+                   environ={"LOCAL_WORLD_SIZE": "4"})  # fmt: skip
+    assert (b.cpus, b.ranks, b.cpus_per_rank, b.workers_per_rank, b.worker_bound) == (
+        12, 4, 3, 2, 3,
+    )  # fmt: skip
+    assert b.describe() == (
+        f"12 CPUs allowed by the cgroup CPU quota ({root}/cpu.max 1200000 100000 = 12 CPUs), "
+        "4 ranks (LOCAL_WORLD_SIZE): 3 CPUs each, up to 2 workers each, one CPU kept for each "
+        "training process"
+    )
+    # the caller's count of ranks wins over the environment's
+    two = cpu_budget(2, ranks_source="--gpus", cgroup_root=root, proc=proc, affinity=range(16),
+                     environ={"LOCAL_WORLD_SIZE": "4"})  # fmt: skip
+    assert (two.ranks, two.workers_per_rank) == (2, 5) and "2 ranks (--gpus)" in two.describe()
+    stored = b.to_dict()
+    assert stored["workers_per_rank"] == 2 and stored["line"] == b.describe()
+
+
+def test_more_ranks_than_cpus_and_a_bad_local_world_size(tmp_path, caplog):
+    root, proc = _cgroup(tmp_path, {}), _fake_proc(tmp_path)
+    b = cpu_budget(cgroup_root=root, proc=proc, affinity=[0, 1],
+                   environ={"LOCAL_WORLD_SIZE": "4"})  # fmt: skip
+    assert (b.cpus_per_rank, b.workers_per_rank, b.worker_bound) == (1, 1, 1)
+    assert "4 ranks (LOCAL_WORLD_SIZE): fewer CPUs than ranks, 1 worker each" in b.describe()
+    with caplog.at_level("WARNING"):
+        bad = cpu_budget(cgroup_root=root, proc=proc, affinity=[0, 1],
+                         environ={"LOCAL_WORLD_SIZE": "four"})  # fmt: skip
+    assert bad.ranks == 1 and "LOCAL_WORLD_SIZE='four'" in caplog.text
+    with pytest.raises(ValueError, match="ranks must be at least 1"):
+        cpu_budget(0, cgroup_root=root, proc=proc)
+
+
+@pytest.mark.skipif(shutil.which("taskset") is None, reason="needs taskset (util-linux)")
+@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="needs 2 CPUs to leave one out")
+def test_under_taskset_c_0_the_budget_and_the_default_range_have_one_cpu():
+    code = (
+        "import json; from loadersearch._hardware import cpu_budget, fingerprint; "
+        "from loadersearch.search._settings import default_space; "
+        "b = cpu_budget(); hw = fingerprint(); "
+        "print(json.dumps({**b.to_dict(), 'usable': hw.usable_cpus, "
+        "'range': default_space(hw, small=True).num_workers}))"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "LOCAL_WORLD_SIZE"}
+    out = subprocess.run(["taskset", "-c", "0", sys.executable, "-c", code], env=env,
+                         capture_output=True, text=True, check=True)  # fmt: skip
+    got = json.loads(out.stdout)
+    assert (got["cpus"], got["usable"], got["workers_per_rank"], got["range"]) == (1, 1, 1, [0, 2])
+    assert got["line"].startswith(
+        f"1 CPU allowed by this process's CPU affinity (1 of the machine's {os.cpu_count()})"
+    )
+
+
+def test_a_fingerprint_records_the_budget_and_a_smaller_one_is_refused():
+    fp = fingerprint()
+    assert fp.usable_cpus == cpu_budget().cpus and fp.usable_cores >= 1
+    assert CpuBudget.of(fp).cpus == fp.usable_cpus
+    # one built by hand (or stored before budgets) counts every CPU
+    assert CpuBudget.of(Hardware(cpu_count=8, physical_cores=4), 2).cpus == 8
+    stored = _other(fp, usable_cpus=fp.usable_cpus + 4)
+    with pytest.raises(StudyError, match="usable_cpus"):
+        check_compatible(stored, fp, allow_mixed=False)
+    older = {k: v for k, v in fp.to_dict().items() if k != "usable_cpus"}
+    assert check_compatible(older, fp, allow_mixed=False) == []

@@ -18,6 +18,7 @@ from loadersearch.cli._options import (
     storage_option,
     workload_options,
 )
+from loadersearch.integrations.ultralytics import UltralyticsSpec
 from loadersearch.measure import MeasurePlan
 from loadersearch.search import StudySettings
 from loadersearch.workload import WorkloadSpec
@@ -66,6 +67,9 @@ _SPACE_HELP = (
 @option(StudySettings, "seed")
 @allow_mixed_hardware_option
 @no_wait_option
+@option(UltralyticsSpec, "data")
+@option(UltralyticsSpec, "imgsz")
+@option(UltralyticsSpec, "cache")
 @click.option("--quiet", "-q", is_flag=True, help="Only the answer.")
 def run(spec_file: str | None, quiet: bool, no_wait: bool, **opts: Any) -> None:
     """Search the DataLoader settings with the most training images/s.
@@ -83,11 +87,27 @@ def run(spec_file: str | None, quiet: bool, no_wait: bool, **opts: Any) -> None:
     Your own pipeline instead of YOLOv4-tiny (run where mypkg/ is):
       loadersearch run --dataset mypkg.data:make_dataset --model mypkg.model:make_model \\
                        --step mypkg.train:make_step --arg dataset.root=data
+
+    \b
+    An Ultralytics YOLO training (answered as model.train(...) and yolo train lines):
+      loadersearch run --ultralytics data.yaml --model yolo11n.yaml --imgsz 640
     """
     from loadersearch._hardware import fingerprint
     from loadersearch.search import Overrides, SpaceError, parse_assignment, resolve_settings
     from loadersearch.storage import resolve_storage_url
 
+    ultralytics = {k: opts.pop(k) for k in ("ultralytics_data", "imgsz", "ultralytics_cache")}
+    if ultralytics["ultralytics_data"] is not None:
+        from loadersearch.cli._ultralytics import run_ultralytics
+
+        run_ultralytics(
+            ultralytics["ultralytics_data"], opts, imgsz=ultralytics["imgsz"],
+            cache=ultralytics["ultralytics_cache"], spec_file=spec_file, quiet=quiet,
+            no_wait=no_wait,
+        )  # fmt: skip
+        return
+    if any(v is not None for v in ultralytics.values()):
+        raise click.UsageError("--imgsz and --ultralytics-cache need --ultralytics DATA.yaml.")
     overrides = Overrides()
     try:
         for text in opts["fixes"]:

@@ -27,6 +27,7 @@ import os
 import time
 from collections.abc import Callable
 
+from loadersearch._hardware import cpu_budget
 from loadersearch._loader_config import LoaderConfig
 from loadersearch._units import fmt_bytes
 from loadersearch.diagnose._findings import (
@@ -86,8 +87,9 @@ def diagnose(
     """Diagnose ``config`` on ``spec``: ceiling, prep stall, fetch stall, scaling, a verdict,
     measured remedies and what-ifs (see the module's docstring).
 
-    ``max_workers`` bounds the scaling curve (default: twice the CPUs, at most 32);
-    ``target_rate`` (images/s) asks how many cores a given accelerator rate needs;
+    ``max_workers`` bounds the scaling curve (default: twice the CPUs this process may use,
+    its CPU budget, at most 32); ``target_rate`` (images/s) asks how many cores a given
+    accelerator rate needs;
     ``extra_remedies`` are further ``(name, workload)`` pairs to measure as remedies (a cache
     mode). ``on_phase(text)`` is told what is measured next. Measuring failures do not raise:
     they are in the measurements and the verdict says what could not be told."""
@@ -111,9 +113,10 @@ def _diagnose(
 ) -> Diagnosis:
     t_start = time.monotonic()
     spec, cold_spec = _warm_and_cold(spec, config)
-    cpus = os.cpu_count() or 1
+    budget = cpu_budget(1)  # the CPUs this process may use (affinity, cgroup quota)
+    cpus = budget.cpus
     if max_workers is None:
-        max_workers = min(2 * cpus, 32)
+        max_workers = budget.worker_bound  # 2 x those CPUs, at most 32, as the search's range
     files = pagecache.dataset_files(spec.data) if spec.data and os.path.isdir(spec.data) else []
     runner = Runner(spec, plan, files, on_phase, interval)
     load_before = os.getloadavg()[0]

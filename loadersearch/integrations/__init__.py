@@ -4,9 +4,11 @@ transformers.
 
 - :mod:`loadersearch.integrations.ultralytics`: tune an Ultralytics YOLO training pipeline and
   answer in its own terms (``model.train(..., workers=, batch=, cache=)``).
-- :mod:`loadersearch.integrations.lightning`: ``DataLoaderTuner``, a Lightning callback.
-- :mod:`loadersearch.integrations.huggingface`: a ``TrainerCallback`` and the
-  ``TrainingArguments`` fields it fills.
+- :mod:`loadersearch.integrations.lightning`: ``DataLoaderTuner``, a Lightning callback that
+  tunes the train DataLoader in the first epoch (AutoLoader) or applies a study's winner.
+- :mod:`loadersearch.integrations.huggingface`: ``DataLoaderTuner``, a ``TrainerCallback``
+  that does the same and fills the ``TrainingArguments`` ``dataloader_*`` fields, and
+  ``dataloader_arguments``, those fields from a stored study.
 
 A framework that is not installed gives one line naming the extra to install
 (:func:`require`).

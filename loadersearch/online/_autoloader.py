@@ -25,6 +25,7 @@ from typing import Any
 import torch
 from torch.utils.data import BatchSampler, DataLoader, Dataset, IterableDataset, Sampler
 
+from loadersearch._hardware import CpuBudget, cpu_budget
 from loadersearch._loader_config import LoaderConfig
 from loadersearch.online._report import OnlineReport, build_report
 from loadersearch.online._tuner import Axis, SegmentShape, Tuner, with_knob
@@ -40,12 +41,14 @@ _PREFETCH_VARIANTS = (4, 8)
 MIN_SEGMENTS = 6  # the default budget holds at least this many segments
 
 
-def default_max_workers() -> int:
-    """The top of the worker ladder: the offline search's bound (2x the logical CPUs, at most
-    32)."""
+def default_max_workers(budget: CpuBudget | None = None) -> int:
+    """The top of the worker ladder: the offline search's bound for the CPU budget (default:
+    this process's, :func:`~loadersearch._hardware.cpu_budget`: its affinity and cgroup
+    quota, shared by the ``LOCAL_WORLD_SIZE`` ranks of a torchrun job): 2x the CPUs with one
+    process, at most 32; ``cpus // ranks`` per rank under DDP."""
     from loadersearch.search import default_worker_bound
 
-    return default_worker_bound()
+    return default_worker_bound(budget)
 
 
 def _accelerator() -> bool:
@@ -238,6 +241,9 @@ class AutoLoader:
         self.sampler = self._drawer.sampler
         self.batch_sampler = self._drawer.batch_sampler
         self.generator = self._drawer.generator
+        # The batch size the candidates carry (their label, the report's images): yours, or
+        # your batch sampler's (a DataLoader with a batch_sampler has batch_size None).
+        self._nominal = self.batch_size or getattr(self.batch_sampler, "batch_size", None) or 1
         self.epochs = epochs
         self._start_method = context
         self._base = self._config(
@@ -249,9 +255,14 @@ class AutoLoader:
             raise ValueError(f"margin must be in [0, 1) but got {margin}.")
         # the study's best configurations, and where to write the result back (storage, name)
         seeds, self._write_back = self._seeds(study, storage) if study else ([], None)
-        ladder = seeds or self._ladder(
-            default_max_workers() if max_workers is None else max_workers
-        )
+        ladder = seeds
+        if not seeds:
+            if max_workers is None:
+                budget = cpu_budget()  # this process's CPUs, shared by LOCAL_WORLD_SIZE ranks
+                max_workers = default_max_workers(budget)
+                _logger.info("CPU budget: %s; worker ladder up to %d", budget.describe(),
+                             max_workers)  # fmt: skip
+            ladder = self._ladder(max_workers)
         ladder = [self._base, *[c for c in ladder if c != self._base]]
         top = max(c.num_workers for c in ladder)
         self.shape = SegmentShape(warmup=top + 2, windows=4, window_steps=window_steps)
@@ -334,7 +345,7 @@ class AutoLoader:
         pf = knobs.get("prefetch_factor") if w > 0 else None
         return LoaderConfig(
             num_workers=w,
-            batch_size=self.batch_size or 1,
+            batch_size=self._nominal,
             pin_memory=bool(knobs.get("pin_memory", False)),
             prefetch_factor=pf,
             persistent_workers=False,  # decided once settled (it matters at epoch starts only)
@@ -468,9 +479,11 @@ class AutoLoader:
         finally:
             _shut_down(self._active)
             self._active = None
-        images = self.shape.window_steps * config.batch_size  # a window's, all batches full
+        sizes = [len(b) for b in batches]  # the images each window served, as served
+        images = [sum(sizes[a:b]) for a, b in zip(edges, edges[1:], strict=False)]
         rates = [
-            images / (b - a) if b > a else math.inf for a, b in zip(marks, marks[1:], strict=False)
+            n / (b - a) if b > a else math.inf
+            for n, a, b in zip(images, marks[:-1], marks[1:], strict=True)
         ]
         self.tuner.record(config, rates, start_s, marks[-1] - t_iter)
         _logger.debug("segment %s: %s images/s", config.label(), [f"{r:.1f}" for r in rates])
@@ -507,8 +520,8 @@ class AutoLoader:
         kwargs.pop("batch_size")
         if final.num_workers > 0 and self._start_method is None:
             kwargs.pop("multiprocessing_context")
-        epoch_images = len(self) * (self.batch_size or 1)  # as you passed it, for the report
-        if final.batch_size != self.batch_size:  # a batch size you listed won
+        epoch_images = len(self) * self._nominal  # as you passed it, for the report
+        if self._batch_sizes and final.batch_size != self.batch_size:  # one you listed won
             self.batch_size = final.batch_size
             self.batch_sampler = BatchSampler(self.sampler, final.batch_size, self.drop_last)
             self._final_batches.source = self.batch_sampler

@@ -28,8 +28,9 @@ def winner_evidence(w: Winner) -> str:
         return f"{w.rate:.1f} img/s (best trial, not confirmed)"
     spread = f", spread {w.spread:.1%}" if w.spread is not None else ""
     caveat = f"; INCONCLUSIVE: {w.busy_rounds} busy round(s)" if w.inconclusive else ""
+    what = "re-measurement" if w.rounds == 1 else "re-measurements"
     return (
-        f"{w.rate:.1f} img/s (median of {w.rounds} interleaved re-measurements, "
+        f"{w.rate:.1f} img/s (median of {w.rounds} interleaved {what}, "
         f"{w.low:.1f}..{w.high:.1f}{spread}{caveat})"
     )
 
@@ -58,10 +59,11 @@ def inconclusive_note(w: Winner) -> str | None:
     if not w.inconclusive:
         return None
     return (
-        f"Inconclusive: {w.busy_rounds} of {w.rounds} confirmation rounds were measured while "
-        f"other processes kept the machine busy (waited {w.waited_quiet_s:.0f} s for a quiet "
-        "moment). This is the best-supported configuration, not a settled answer: run the "
-        "same command again at a quiet moment and the finalists are confirmed again."
+        f"Inconclusive: {w.busy_rounds} of {w.rounds_done or w.rounds} confirmation rounds were "
+        "measured while other processes kept the machine busy (waited "
+        f"{w.waited_quiet_s:.0f} s for a quiet moment). This is the best-supported "
+        "configuration, not a settled answer: run the same command again at a quiet moment "
+        "and the finalists are confirmed again."
     )
 
 
@@ -182,6 +184,7 @@ PHASE_NAMES = {
     "planned": "planned measured epochs",
     "extra": "epochs added for the precision",
     "teardown": "teardown",
+    "busy": "measured again, not kept (busy machine)",
     "storage": "storage and notes",
 }
 
@@ -194,6 +197,7 @@ def phase_rows(summary: Summary) -> list[list[str]]:
     return [
         [PHASE_NAMES.get(name, name), duration(seconds), f"{seconds / total:.0%}"]
         for name, seconds in summary.phases.items()
+        if seconds > 0 or name != "busy"  # a quiet study had no such phase
     ]
 
 
@@ -236,6 +240,12 @@ def cost(summary: Summary) -> str:
     )
     if summary.confirm_s:
         text += f", the confirmation for {duration(summary.confirm_s)}"
+    if summary.confirm_skipped:
+        text += (
+            f" ({summary.confirm_measured} confirmation measurements; "
+            f"{summary.confirm_skipped} of its rounds not needed: they could not change the "
+            "winner)"
+        )
     text += f": {duration(summary.tuning_s)} in all."
     settled = settled_line(summary)
     if settled:
@@ -277,7 +287,7 @@ def finalist_cells(f: Finalist) -> list[str]:
         str(f.trial),
         f.label + (f" (baseline {f.baseline})" if f.baseline else ""),
         f"{f.trial_value:.1f}" if f.trial_value is not None else "-",
-        f"{f.median:.1f}",
+        f"{f.median:.1f}" + (f" (of {f.n}: out)" if f.out_after else ""),
         f"{f.low:.1f}..{f.high:.1f}",
         f"{f.spread:.1%}" if f.spread is not None else "-",
     ]

@@ -200,9 +200,10 @@ def _confirmation(summary: Summary) -> str:
             "anew.</p>"
         )
     return (
-        f"<section><h2>Confirmation</h2><p>The finalists, re-measured {w.rounds} times "
-        "interleaved (A B C A B C ...), so that a drift of the machine hits each alike; the "
-        "winner has the highest median.</p>"
+        f"<section><h2>Confirmation</h2><p>The finalists, re-measured in "
+        f"{w.rounds_done or w.rounds} interleaved rounds (A B C A B C ...), so that a drift "
+        "of the machine hits each alike; the winner has the highest median. A finalist marked "
+        "out was measured no further once the rounds left could not make it the winner.</p>"
         + _table(
             "confirmation",
             finalist_header(w.rounds),
@@ -219,7 +220,12 @@ def _cost_and_machine(summary: Summary) -> str:
     return (
         f"<section><h2>What it cost</h2><p>{_e(cost(summary))}</p>{probed}</section>"
         f'<section><h2>Machine</h2><p id="machine">{_e(machine(summary.hardware))}.</p>'
-        f"<p>Noise: {_e(noise(summary))}.</p></section>"
+        + (
+            f'<p id="cpu-budget">CPU budget: {_e(summary.cpu_budget)}.</p>'
+            if summary.cpu_budget
+            else ""
+        )
+        + f"<p>Noise: {_e(noise(summary))}.</p></section>"
     )
 
 

@@ -150,7 +150,8 @@ def study_note(summary: Summary, importance: Importance) -> str:
     found = probe(summary)
     parts.append(cost(summary) + (f" {sentence(found)}" if found else ""))
     parts.append("### Machine")
-    parts.append(f"{machine(summary.hardware)}. Noise: {noise(summary)}.")
+    budget = f" CPU budget: {summary.cpu_budget}." if summary.cpu_budget else ""
+    parts.append(f"{machine(summary.hardware)}.{budget} Noise: {noise(summary)}.")
     parts.append("### Parameter importance")
     if importance.values:
         parts.append(

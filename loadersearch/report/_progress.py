@@ -83,6 +83,10 @@ class _Tracker(Progress):
         if self.confirming:
             self.confirming = (self.confirming[0] + 1, self.confirming[1])
 
+    def confirm_out(self, label: str, skipped: int) -> None:
+        if self.confirming:
+            self.confirming = (self.confirming[0], self.confirming[1] - skipped)
+
     def close(self) -> None:
         pass
 

@@ -43,7 +43,8 @@ class Winner:
     low: float | None = None  # confirmation min and max
     high: float | None = None
     spread: float | None = None  # (max - min) / median
-    rounds: int = 0
+    rounds: int = 0  # its re-measurements (the median's count)
+    rounds_done: int = 0  # the confirmation's rounds (the race may stop before its budget)
     epoch_time_s: float | None = None  # projected seconds of one full epoch
     trial_value: float | None = None  # the single trial measurement (Optuna's "best" value)
     # confirmation rounds kept although the machine was busy (no quiet moment came in time):
@@ -68,6 +69,8 @@ class Finalist:
     high: float
     spread: float | None
     baseline: str | None
+    n: int = 0  # its re-measurements
+    out_after: int | None = None  # the round after which the race dropped it (it could not win)
 
 
 @dataclass
@@ -109,8 +112,12 @@ class Summary:
     pruning: dict[str, float]  # measured seconds saved by pruning, and spent measuring
     probe: dict[str, Any] | None
     hardware: dict[str, Any] = field(default_factory=dict)
+    cpu_budget: str | None = None  # the creator's CPU budget, in one line (CpuBudget.describe)
     finalists: list[Finalist] = field(default_factory=list)  # empty until confirmed
     confirm_s: float = 0.0  # seconds the confirmation measured
+    # its measurements, and those of its budget (rounds x finalists) its race did not need
+    confirm_measured: int = 0
+    confirm_skipped: int = 0
     confirmed_after: int | None = None  # finished trials the confirmation covered
     finished: int = 0  # finished (complete, infeasible or pruned) trials now
     gpus: int = 1  # ranks of the measured DDP job; the answer is per rank
@@ -169,9 +176,12 @@ def summarize(study: optuna.Study) -> Summary:
         pruning=pruning_savings(trials, n_windows(attrs)),
         probe=attrs.get("probe"),
         hardware=attrs.get("hardware") or {},
+        cpu_budget=(attrs.get("cpu_budget") or {}).get("line"),
         gpus=int(stored_spec(attrs, "workload").get("gpus") or 1),
         finalists=finalists,
         confirm_s=confirm_seconds(confirmation),
+        confirm_measured=len(confirmation["measurements"]) if confirmation else 0,
+        confirm_skipped=int(confirmation.get("skipped") or 0) if confirmation else 0,
         confirmed_after=confirmation.get("finished_trials") if confirmation else None,
         finished=counts[COMPLETE] + counts[INFEASIBLE] + counts[PRUNED],
         cache=_cache_answer(attrs, winner, ranked, fixed, dataset_images),
@@ -208,7 +218,8 @@ def _winner(
             low=best["min"],
             high=best["max"],
             spread=best["spread"],
-            rounds=confirmation["rounds"],
+            rounds=int(best.get("n") or confirmation["rounds"]),
+            rounds_done=int(confirmation.get("rounds_done") or confirmation["rounds"]),
             trial_value=best.get("trial_value"),
             busy_rounds=int(confirmation.get("busy_rounds") or 0),
             waited_quiet_s=float(confirmation.get("waited_quiet_s") or 0.0),
@@ -291,6 +302,8 @@ def _finalists(confirmation: dict[str, Any] | None) -> list[Finalist]:
             high=c["max"],
             spread=c.get("spread"),
             baseline=c.get("baseline"),
+            n=int(c.get("n") or confirmation["rounds"]),
+            out_after=c.get("out_after"),
         )
         for c in confirmation["candidates"]
     ]

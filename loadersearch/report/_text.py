@@ -86,6 +86,8 @@ def render_summary(
     load = machine_load(summary)
     if load:
         console.print(f"machine: {load}")
+    if summary.cpu_budget:
+        console.print(f"CPU budget: {summary.cpu_budget}", soft_wrap=True, markup=False)
     # (an unconfirmed winner's evidence says so: "best trial, not confirmed")
     title = winner_title(w) if w.confirmed and w.inconclusive else "Winner"
     colour = "green" if title == "Winner" else "yellow"

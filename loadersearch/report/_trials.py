@@ -106,12 +106,13 @@ def pruning_savings(trials: list[optuna.trial.FrozenTrial], n_windows: int) -> d
 
 
 def phase_seconds(trials: list[optuna.trial.FrozenTrial]) -> dict[str, float]:
-    """The study's seconds by phase, summed over the trials that recorded them; "storage" is
-    each trial's time from its start to its end less its measurement's (Optuna's own writes
-    and ours, notes included)."""
+    """The study's seconds by phase, summed over the trials that recorded them; "busy" is the
+    measurements of busy trials measured again and not kept, "storage" each trial's time from
+    its start to its end less its measurements' (Optuna's own writes and ours, notes
+    included)."""
     from loadersearch.measure import PHASES
 
-    totals = dict.fromkeys((*PHASES, "storage"), 0.0)
+    totals = dict.fromkeys((*PHASES, "busy", "storage"), 0.0)
     seen = False
     for t in trials:
         phases = t.user_attrs.get("phases")
@@ -120,9 +121,12 @@ def phase_seconds(trials: list[optuna.trial.FrozenTrial]) -> dict[str, float]:
         seen = True
         for name in PHASES:
             totals[name] += float(phases.get(name) or 0.0)
+        dropped = float((t.user_attrs.get("remeasured") or {}).get("dropped_wall_s") or 0.0)
+        totals["busy"] += dropped
         if t.datetime_start and t.datetime_complete:
             span = (t.datetime_complete - t.datetime_start).total_seconds()
-            totals["storage"] += max(0.0, span - float(t.user_attrs.get("wall_s") or 0.0))
+            measured = float(t.user_attrs.get("wall_s") or 0.0) + dropped
+            totals["storage"] += max(0.0, span - measured)
     return {k: round(v, 1) for k, v in totals.items()} if seen else {}
 
 

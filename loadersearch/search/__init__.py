@@ -10,8 +10,11 @@ from loadersearch._lazy import lazy_attribute
 from loadersearch.search._baselines import baseline_names, baselines
 from loadersearch.search._batchprobe import ProbeResult
 from loadersearch.search._confirm import (
+    MIN_ROUNDS,
     confirm_study,
     feasible_complete,
+    race_noise,
+    race_survivors,
     remeasure_interleaved,
     trial_config,
 )
@@ -77,6 +80,7 @@ __all__ = [
     "DEFAULT_SAMPLER",
     "KNOBS",
     "METRIC_NAME",
+    "MIN_ROUNDS",
     "NOT_IDENTITY",
     "Objective",
     "Overrides",
@@ -111,6 +115,8 @@ __all__ = [
     "optimize_to_total",
     "parse_assignment",
     "parse_size",
+    "race_noise",
+    "race_survivors",
     "remeasure_interleaved",
     "requeue",
     "require_loadersearch_study",

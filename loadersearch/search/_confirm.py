@@ -2,12 +2,19 @@
 finalists (the top 3 configurations and every measured baseline) interleaved, A B C D A B C D ...,
 so that slow drifts of the machine hit every finalist alike, and name the winner by median.
 
+The rounds are a race (:func:`race_survivors`): after each round, a rival that the rounds
+left cannot make the winner any more is measured no further, and the rounds stop once only
+the leader is left. "Cannot" is exact where no noise model is needed (with 3 rounds, a rival
+whose best of 2 is below the leader's worst of 2 loses the median whatever round 3 measures),
+and beyond the measured noise before that (see :func:`race_noise`).
+
 The measurements are stored in the study user attribute "confirmation" (see
 :func:`confirm_study`); the report reads them from there.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import statistics
 import time
@@ -15,7 +22,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from loadersearch._loader_config import LoaderConfig
-from loadersearch.measure import OK, MeasureResult
+from loadersearch.measure import DEFAULT_PRECISION, OK, MeasureResult
 from loadersearch.search._baselines import baseline_names
 from loadersearch.search._objective import Objective
 from loadersearch.search._progress import Progress
@@ -129,6 +136,13 @@ def _candidate(trial: optuna.trial.FrozenTrial, config: LoaderConfig) -> dict[st
     }
 
 
+# After each round: the rounds done, the values so far, the configurations measured in it ->
+# those to measure in the next round (none: the rounds end).
+Survivors = Callable[
+    [int, dict[LoaderConfig, list[float]], list[LoaderConfig]], list[LoaderConfig]
+]
+
+
 def remeasure_interleaved(
     configs: Sequence[LoaderConfig],
     measure_one: Callable[[LoaderConfig], MeasureResult],
@@ -136,17 +150,24 @@ def remeasure_interleaved(
     rounds: int,
     on_result: Callable[[int, LoaderConfig, MeasureResult], None] | None = None,
     quiet: QuietWait | None = None,
+    survivors: Survivors | None = None,
 ) -> dict[LoaderConfig, list[float]]:
     """Measure every configuration ``rounds`` times, A B C A B C ..., so that a slow drift of
     the machine hits each alike; the value of a failed measurement is 0.
 
     With ``quiet``, a round in which any measurement was busy (others' CPU use above the busy
     share) is measured again once the machine is quiet, as long as ``quiet`` may still wait;
-    the busy round's values are dropped then (``on_result`` saw them, marked busy)."""
+    the busy round's values are dropped then (``on_result`` saw them, marked busy).
+
+    With ``survivors`` (e.g. :func:`race_survivors`), only the configurations it returns after
+    a round are measured in the next one, and none ends the rounds early."""
     values: dict[LoaderConfig, list[float]] = {c: [] for c in configs}
+    active = list(configs)
     for round_ in range(rounds):
+        if not active:
+            break
         while True:
-            results = [(config, measure_one(config)) for config in configs]
+            results = [(config, measure_one(config)) for config in active]
             for config, result in results:
                 if on_result:
                     on_result(round_, config, result)
@@ -157,7 +178,76 @@ def remeasure_interleaved(
             quiet.busy_rounds += 1
         for config, result in results:
             values[config].append(float(result.objective) if result.status == OK else 0.0)
+        if survivors is not None and round_ + 1 < rounds:
+            active = survivors(round_ + 1, values, active)
     return values
+
+
+MIN_ROUNDS = 2  # the winner's re-measurements at least: its confirmed rate has a spread
+
+
+def race_survivors(
+    values: dict[LoaderConfig, list[float]],
+    active: Sequence[LoaderConfig],
+    *,
+    done: int,
+    rounds: int,
+    noise: float | None = None,
+) -> list[LoaderConfig]:
+    """Those of ``active`` still in the race for the highest median after ``done`` of
+    ``rounds`` rounds, the leader (highest median now) first; none when no round is left.
+    With only the leader left the race is decided (:func:`confirm_study` then measures the
+    leader until it has :data:`MIN_ROUNDS` values, for its spread).
+
+    A rival is out when even its best case, every round left measuring it above its best so
+    far by the relative ``noise``, gives a median below the leader's worst case, every round
+    left measuring the leader below its worst by ``noise``. Without ``noise`` (None) the best
+    case is unbounded and the worst a failed measurement (0): a rival is then out only when no
+    measurement at all could make it the winner (with 3 rounds: its best of 2 below the
+    leader's worst of 2), and the winner is the one the whole budget of rounds would name. A
+    rival whose every measurement failed has no bound either."""
+    left = rounds - done
+    if left <= 0 or not active:
+        return []
+    leader = max(active, key=lambda c: statistics.median(values[c]))
+    floor = min(values[leader]) * (1 - noise) if noise is not None else 0.0
+    worst = statistics.median([*values[leader], *[floor] * left])
+    kept = [leader]
+    for config in active:
+        if config == leader:
+            continue
+        best = max(values[config])
+        # A failed measurement (0) is no rate the noise could bound: without a good one, the
+        # rival's next measurement could be anything.
+        cap = best * (1 + noise) if noise is not None and best > 0 else math.inf
+        if statistics.median([*values[config], *[cap] * left]) >= worst:
+            kept.append(config)
+    return kept
+
+
+def race_noise(
+    values: dict[LoaderConfig, list[float]],
+    trial_values: dict[LoaderConfig, float | None],
+    *,
+    floor: float,
+) -> float | None:
+    """The relative noise the race allows each measurement still to come: the largest ratio
+    between two measurements of one configuration seen so far, less 1, and at least ``floor``.
+    A configuration's measurements are its confirmation values (failed ones, 0, left out) and
+    its trial's value (the same plan on the same host at another moment, and biased upward
+    for the best trials: it widens the noise, never narrows it). None before any
+    configuration has two measurements: the race then has no noise bound."""
+    ratios = []
+    for config, vals in values.items():
+        seen = [v for v in vals if v > 0]
+        trial_value = trial_values.get(config)
+        if trial_value:
+            seen.append(float(trial_value))
+        if len(seen) >= 2:
+            ratios.append(max(seen) / min(seen) - 1.0)
+    if not ratios:
+        return None
+    return max(floor, *ratios)
 
 
 QUIET_WAIT_ENV = "LOADERSEARCH_QUIET_WAIT_S"
@@ -253,15 +343,55 @@ def confirm_study(
         progress.confirm_step(cand["label"], round_, result)
 
     quiet = QuietWait(quiet_wait_limit(), progress.notice)
+    trial_values = {config: cand["trial_value"] for config, cand in by_config.items()}
+    floor = 2 * noise_floor(getattr(objective, "plan", None))
+    race = {"noise": None}
+
+    def survivors(
+        done: int, values: dict[LoaderConfig, list[float]], active: list[LoaderConfig]
+    ) -> list[LoaderConfig]:
+        # A round kept although the machine was busy says nothing about the noise of a quiet
+        # one: from then on the race drops only rivals that no measurement could save.
+        noise = None if quiet.busy_rounds else race_noise(values, trial_values, floor=floor)
+        if done == 1:
+            race["noise"] = noise
+        kept = race_survivors(values, active, done=done, rounds=rounds, noise=noise)
+        for config in active:
+            if config not in kept:
+                by_config[config]["out_after"] = done
+                progress.confirm_out(by_config[config]["label"], rounds - done)
+                progress.notice(_out_notice(by_config, config, kept[0], values, done))
+        if len(kept) == 1 and done >= MIN_ROUNDS:
+            leader = by_config[kept[0]]["label"]
+            progress.confirm_out(leader, rounds - done)
+            progress.notice(
+                f"confirmation: decided after round {done} of {rounds}: no rival is left "
+                f"that the rounds to come could make faster than {leader}"
+            )
+            return []
+        return kept
+
     values = remeasure_interleaved(
-        list(by_config), objective.measure, rounds=rounds, on_result=record, quiet=quiet
+        list(by_config),
+        objective.measure,
+        rounds=rounds,
+        on_result=record,
+        quiet=quiet,
+        survivors=survivors,
     )
     for config, cand in by_config.items():
         cand.update(_spread(values[config]))
+        cand.setdefault("out_after", None)
     winner = max(candidates, key=lambda c: c["median"])
     finished = len(_finished(study))
+    done = max(c["n"] for c in candidates)
     confirmation = {
         "rounds": rounds,
+        "rounds_done": done,
+        # the relative noise the race allowed after round 1 (None: none measured yet, or a
+        # busy round), and the measurements it did not need of rounds x finalists
+        "race_noise": None if race["noise"] is None else round(race["noise"], 4),
+        "skipped": rounds * len(candidates) - sum(c["n"] for c in candidates),
         "finished_trials": finished,
         "time": time.time(),
         "candidates": candidates,
@@ -277,6 +407,27 @@ def confirm_study(
     return confirmation
 
 
+def noise_floor(plan: Any) -> float:
+    """The relative noise one measurement is planned to: its plan's ``precision`` (the
+    projected epoch time's 90% half-width), or the study default when the plan states none."""
+    precision = getattr(plan, "precision", 0.0) or 0.0
+    return precision if precision > 0 else DEFAULT_PRECISION
+
+
+def _out_notice(
+    by_config: dict[LoaderConfig, dict[str, Any]],
+    config: LoaderConfig,
+    leader: LoaderConfig,
+    values: dict[LoaderConfig, list[float]],
+    done: int,
+) -> str:
+    return (
+        f"confirmation: {by_config[config]['label']} is out after round {done} (best "
+        f"{max(values[config]):.1f} img/s; {by_config[leader]['label']} at least "
+        f"{min(values[leader]):.1f}): the rounds left cannot make it the winner"
+    )
+
+
 def _spread(values: list[float]) -> dict[str, Any]:
     median = statistics.median(values)
     return {
@@ -284,7 +435,11 @@ def _spread(values: list[float]) -> dict[str, Any]:
         "min": round(min(values), 2),
         "max": round(max(values), 2),
         # Relative spread: (max - min) / median, the honest noise of a handful of repeats.
-        "spread": round((max(values) - min(values)) / median, 4) if median > 0 else None,
+        "spread": (
+            round((max(values) - min(values)) / median, 4)
+            if median > 0 and len(values) > 1
+            else None
+        ),
         "n": len(values),
     }
 

@@ -5,7 +5,7 @@ space (:func:`default_space`) that follow from it.
 
 from __future__ import annotations
 
-from loadersearch._hardware import Hardware
+from loadersearch._hardware import CpuBudget, Hardware
 from loadersearch.measure import DEFAULT_PRECISION, MeasurePlan
 from loadersearch.search._space import SearchSpace, default_worker_bound
 from loadersearch.workload import WorkloadSpec, uses_cuda
@@ -39,8 +39,9 @@ def default_plan(*, small: bool) -> MeasurePlan:
 
 
 def default_space(hardware: Hardware, *, small: bool, ranks: int = 1) -> SearchSpace:
-    """The default ranges for this machine (batch sizes 8..32 where the CPU does the work);
-    with several ranks, ``num_workers`` per rank within the cores they share."""
-    workers = default_worker_bound(hardware.cpu_count, ranks)
+    """The default ranges for this machine (batch sizes 8..32 where the CPU does the work):
+    ``num_workers`` up to the CPU budget's bound (:class:`CpuBudget`: the CPUs this process
+    may use, shared by ``ranks``); with several ranks, per rank within the CPUs they share."""
+    workers = default_worker_bound(CpuBudget.of(hardware, ranks))
     batch = (8, 32) if small else (8, 128)
     return SearchSpace(num_workers=(0, workers), batch_size=batch, batch_step=8)

@@ -343,12 +343,15 @@ def quieter(first: MeasureResult, again: MeasureResult) -> MeasureResult:
     def r(x: float | None) -> float | None:
         return None if x is None else round(float(x), 3)
 
+    dropped = again if keep is first else first
     keep.remeasured = {
         "first_outside_share": r(first.outside_share),
         "first_objective": r(first.objective),
         "again_outside_share": r(again.outside_share),
         "again_objective": r(again.objective) if again.status == OK else None,
         "kept": "again" if keep is again else "first",
+        # the measurement not kept: its time is the trial's too (the report's phase "busy")
+        "dropped_wall_s": r(dropped.wall_s),
     }
     return keep
 

@@ -123,10 +123,13 @@ def ranks_notice(settings: StudySettings, hardware: Hardware) -> str:
         f"device; num_workers and batch_size are per rank. num_workers {lo}..{hi} per rank: "
         f"{n} x {hi} = {n * hi} workers"
     )
-    if n * hi <= hardware.cpu_count:
-        text += f" within the {hardware.cpu_count} CPUs they share"
+    from loadersearch._hardware import CpuBudget
+
+    cpus = CpuBudget.of(hardware, n).cpus  # the CPUs this process may use
+    if n * hi <= cpus:
+        text += f" within the {cpus} CPUs they share"
     else:
-        text += f" on {hardware.cpu_count} CPUs (more than the cores, as --space asked)"
+        text += f" on {cpus} CPUs (more than the CPUs, as --space asked)"
     return text + "; --space num_workers=LOW:HIGH changes it."
 
 

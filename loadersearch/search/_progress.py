@@ -42,6 +42,10 @@ class Progress:
     def confirm_step(self, label: str, round_: int, result: MeasureResult) -> None:
         """One confirmation measurement finished."""
 
+    def confirm_out(self, label: str, skipped: int) -> None:
+        """The confirmation measures ``label`` no more: ``skipped`` of its rounds are not
+        needed (it cannot win any more, or it has won)."""
+
     def answer(self, lines: list[str]) -> None:
         """The study's answer, at the end of :func:`loadersearch.tune`: the winner and the
         line to paste."""

@@ -115,7 +115,8 @@ def _deepest_prefetch_seen(
 
 def settled(study: optuna.Study, total: int, space: SearchSpace) -> Settled | None:
     """The study's settling, when its answer is settled now (see the module's rule)."""
-    cpus = (study.user_attrs.get("hardware") or {}).get("cpu_count")
+    hardware = study.user_attrs.get("hardware") or {}
+    cpus = hardware.get("usable_cpus") or hardware.get("cpu_count")  # what the loader may use
     return settled_trials(study.get_trials(deepcopy=False), total, space, cpus=cpus)
 
 

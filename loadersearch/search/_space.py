@@ -17,11 +17,11 @@ every mode, ``--space cache=none,memmap`` some.
 from __future__ import annotations
 
 import dataclasses
-import os
 import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from loadersearch._hardware import MAX_WORKERS, CpuBudget, cpu_budget
 from loadersearch._loader_config import (
     CACHES,
     DEFAULT_PREFETCH,
@@ -40,20 +40,19 @@ KNOBS = tuple(declared(LoaderConfig))  # num_workers, batch_size, ..., start_met
 INT_KNOBS = tuple(k for k, o in declared(LoaderConfig).items() if o.kind == WHOLE)
 BOOL_KNOBS = tuple(k for k, o in declared(LoaderConfig).items() if o.kind == FLAG)
 CHOICE_KNOBS = tuple(k for k, o in declared(LoaderConfig).items() if o.choices)
-MAX_WORKERS = 32  # beyond this, start-up and shared memory cost more than any machine gains
 MAX_PREFETCH = 8
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
 
 
-def default_worker_bound(cpus: int | None = None, ranks: int = 1) -> int:
-    """Upper bound of ``num_workers``: 2x the logical CPUs, at most 32. With several ranks
-    (DDP) it is per rank and every rank's workers share the cores, so the bound keeps
-    ``ranks x num_workers`` within the logical CPUs: ``cpus // ranks`` (at least 1)."""
-    cpus = cpus or os.cpu_count() or 1
-    if ranks > 1:
-        return max(1, min(cpus // ranks, MAX_WORKERS))
-    return max(1, min(2 * cpus, MAX_WORKERS))
+def default_worker_bound(budget: CpuBudget | None = None) -> int:
+    """Upper bound of ``num_workers`` per rank: the CPU budget's :attr:`~CpuBudget.worker_bound`
+    (``budget``; None: this process's, :func:`~loadersearch._hardware.cpu_budget`). One rank:
+    2x the CPUs this process may use (affinity and cgroup quota), at most 32, deliberately
+    more workers than CPUs (loads that wait on storage latency pay off with them); several
+    ranks (DDP): ``cpus // ranks`` (at least 1), so that ``ranks x num_workers`` stays within
+    the CPUs they share."""
+    return (budget or cpu_budget()).worker_bound
 
 
 class SpaceError(ValueError):

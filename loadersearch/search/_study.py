@@ -28,6 +28,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from loadersearch._hardware import CpuBudget
 from loadersearch._loader_config import LoaderConfig
 from loadersearch.errors import NothingFeasibleError, StudyError
 from loadersearch.measure import INFEASIBLE_ADVICE, Prepared, prepare
@@ -60,6 +61,7 @@ if TYPE_CHECKING:
     from loadersearch._hardware import Hardware
     from loadersearch.workload import PipelineTrust
 
+CPU_BUDGET_ATTR = "cpu_budget"  # the creator's CpuBudget.to_dict()
 _logger = logging.getLogger(__name__)
 
 CPU_NOTICE = (
@@ -372,6 +374,7 @@ def _set_up(
         progress.study_ready(study, resumed=resumed, finished=before, target=settings.trials)
         if create:  # a worker adds nothing to the study
             _store_run_attrs(study, settings, ready)
+            _store_cpu_budget(study, settings, hardware)
         probe = ensure_probe(
             study,
             measured,
@@ -412,9 +415,23 @@ def _notices(
             f"{workload.storage_label()}: every sample read waits that long (a "
             "sleep), as on network storage or a hard disk; results describe that storage."
         )
+    lines.append(f"CPU budget: {run_cpu_budget(settings, hardware).describe()}.")
     if workload.gpus > 1:
         lines.append(ranks_notice(settings, hardware))
     return [*lines, *ready.shm_lines()]
+
+
+def run_cpu_budget(settings: StudySettings, hardware: Hardware) -> CpuBudget:
+    """The CPUs this run's measurements may use, shared by its ``--gpus`` ranks."""
+    return CpuBudget.of(hardware, settings.workload.gpus, "--gpus")
+
+
+def _store_cpu_budget(study: optuna.Study, settings: StudySettings, hardware: Hardware) -> None:
+    """The CPU budget of the run that created the study (``cpu_budget``:
+    :meth:`CpuBudget.to_dict`, its line included), which its default ranges and baselines
+    followed; the report shows it. Stored once, as the space and the baselines are."""
+    if CPU_BUDGET_ATTR not in study.user_attrs:
+        study.set_user_attr(CPU_BUDGET_ATTR, run_cpu_budget(settings, hardware).to_dict())
 
 
 def _store_run_attrs(study: optuna.Study, settings: StudySettings, ready: Prepared) -> None:

@@ -147,6 +147,13 @@ def _write_yolo(root: Path, stems: list[str], sizes: list, boxes: list, names: l
             lines.append(f"{int(cls)} {cx:.6f} {cy:.6f} {(x2 - x1) / w:.6f} {(y2 - y1) / h:.6f}")
         (root / "labels" / f"{stem}.txt").write_text("\n".join(lines) + "\n")
     (root / "classes.txt").write_text("\n".join(names) + "\n")
+    # Ultralytics' dataset file (`yolo train data=ROOT/data.yaml`, `loadersearch run
+    # --ultralytics`): no `path`, so it resolves against the file's own directory; one split.
+    yaml_names = "".join(f"  {i}: {json.dumps(n)}\n" for i, n in enumerate(names))
+    (root / "data.yaml").write_text(
+        "# written by loadersearch make-dataset\ntrain: images\nval: images\n"
+        f"names:\n{yaml_names}"
+    )
 
 
 def _write_voc(root: Path, stems: list[str], sizes: list, boxes: list, names: list[str]) -> None:
@@ -204,10 +211,10 @@ def make_dataset(
 ) -> dict[str, Any]:
     """Write ``images`` generated VOC-like images with labels in ``fmt`` layout under ``root``.
 
-    Layouts: ``yolo`` (``images/``, ``labels/``, ``classes.txt``), ``voc`` (``JPEGImages/``,
-    ``Annotations/``, ``ImageSets/Main/train.txt``), ``coco`` (``images/``,
-    ``annotations/instances_train.json``). Returns statistics: images, total_bytes, mean_kb,
-    boxes, boxes_per_image, landscape, portrait, seconds, format, root.
+    Layouts: ``yolo`` (``images/``, ``labels/``, ``classes.txt``, and Ultralytics'
+    ``data.yaml``), ``voc`` (``JPEGImages/``, ``Annotations/``, ``ImageSets/Main/train.txt``),
+    ``coco`` (``images/``, ``annotations/instances_train.json``). Returns statistics: images,
+    total_bytes, mean_kb, boxes, boxes_per_image, landscape, portrait, seconds, format, root.
     """
     if fmt not in FORMATS:
         raise ValueError(f"Unknown dataset format {fmt!r}; choose one of {', '.join(FORMATS)}.")

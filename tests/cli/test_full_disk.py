@@ -10,7 +10,7 @@ import subprocess
 import sys
 
 import pytest
-from helpers.cliproc import FAST, cli_env
+from helpers.cliproc import CATCHABLE, cli_env
 
 HELPER = os.path.join(os.path.dirname(os.path.dirname(__file__)), "helpers", "full_disk.py")
 MOUNT = 'mount -t tmpfs -o size="$1" tmpfs "$2" && shift 2 && exec "$@"'
@@ -43,7 +43,7 @@ def in_small_tmpfs(directory, size: str, argv: list[str], env) -> subprocess.Com
 def _run(directory, tiny_dataset) -> list[str]:
     return ["loadersearch", "run", "--study", "full", "--storage",
             f"sqlite:///{directory}/studies/s.db", "--trials", "2", "--data", tiny_dataset,
-            "--no-baselines", *FAST]  # fmt: skip
+            "--no-baselines", *CATCHABLE]  # fmt: skip
 
 
 def _error_line(output: str) -> str:

@@ -1,6 +1,7 @@
-"""End to end: ``loadersearch run`` and ``loadersearch worker`` processes sharing one study (a
-SQLite file, and the PostgreSQL test server when one is set), with the emulated workload on the
-tiny dataset."""
+"""End to end: ``loadersearch run`` and ``loadersearch worker`` processes sharing one study, with
+the emulated workload on the tiny dataset. Two hosts sharing a budget, and the refusals, on a
+SQLite file and on the PostgreSQL test server when one is set; what does not depend on the
+storage (a host's lock, the hardware check, a killed worker) on a SQLite file only."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ import time
 import optuna
 import psutil
 import pytest
+from helpers.cliproc import CATCHABLE, cli_env
 from helpers.cliproc import FAST as CLI_FAST
-from helpers.cliproc import cli_env
 from helpers.cliproc import finish as _finish
 from helpers.cliproc import load as _study
 from helpers.cliproc import start_cli as _cli
@@ -22,6 +23,8 @@ from optuna.trial import TrialState
 from loadersearch.storage import open_storage
 
 FAST = [*CLI_FAST, "--no-baselines"]
+# a study whose measurements last long enough to kill a worker in one (helpers.cliproc)
+SLOWER = [*CATCHABLE, "--no-baselines"]
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
 
 
@@ -31,7 +34,15 @@ def env(tmp_path):
     return cli_env(tmp_path)
 
 
-def _create(url, name, data, env, trials: int, host: str = "node-a") -> None:
+@pytest.fixture
+def sqlite_url(tmp_path) -> str:
+    """A SQLite file, for the tests whose behaviour does not depend on the storage: the lock
+    of a host, the hardware check, a killed worker's trial (failed by its heartbeat and run
+    again on each backend in tests/storage/test_storage.py)."""
+    return f"sqlite:///{tmp_path / 'study.db'}"
+
+
+def _create(url, name, data, env, trials: int, host: str = "node-a", options=FAST) -> None:
     code, out = _finish(
         _cli(
             [
@@ -44,7 +55,7 @@ def _create(url, name, data, env, trials: int, host: str = "node-a") -> None:
                 str(trials),
                 "--data",
                 data,
-                *FAST,
+                *options,
             ],
             env,
             host,
@@ -88,33 +99,31 @@ def _kill_tree(proc: subprocess.Popen) -> None:
 
 
 def test_a_killed_worker_s_trial_is_re_run_by_a_new_worker_and_counts_stay_exact(
-    shared_url, study_name, tiny_dataset, env
+    sqlite_url, study_name, tiny_dataset, env
 ):
     total = 3
-    _create(shared_url, study_name, tiny_dataset, env, trials=1)
+    _create(sqlite_url, study_name, tiny_dataset, env, trials=1, options=SLOWER)
     victim = _cli(
-        ["worker", "--study", study_name, "--storage", shared_url, "--trials", str(total)],
+        ["worker", "--study", study_name, "--storage", sqlite_url, "--trials", str(total)],
         env,
         "node-a",
     )
 
     def running():
-        return [
-            t for t in _study(shared_url, study_name).trials if t.state == TrialState.RUNNING
-        ]
+        return [t for t in _study(sqlite_url, study_name).trials if t.state == TrialState.RUNNING]
 
     wait_for(running, what="a running trial")
     [dead] = running()
     _kill_tree(victim)
     code, out = _finish(
         _cli(
-            ["worker", "--study", study_name, "--storage", shared_url, "--trials", str(total)],
+            ["worker", "--study", study_name, "--storage", sqlite_url, "--trials", str(total)],
             env,
             "node-b",
         )  # fmt: skip
     )
     assert code == 0, out
-    trials = _study(shared_url, study_name).trials
+    trials = _study(sqlite_url, study_name).trials
     assert len([t for t in trials if t.state in FINISHED]) == total
     failed = trials[dead.number]
     assert failed.state == TrialState.FAIL
@@ -124,21 +133,21 @@ def test_a_killed_worker_s_trial_is_re_run_by_a_new_worker_and_counts_stay_exact
 
 
 def test_a_different_hardware_class_is_refused_unless_allowed_and_then_recorded(
-    shared_url, study_name, tiny_dataset, env
+    sqlite_url, study_name, tiny_dataset, env
 ):
-    _create(shared_url, study_name, tiny_dataset, env, trials=1)
-    study = _study(shared_url, study_name)
+    _create(sqlite_url, study_name, tiny_dataset, env, trials=1)
+    study = _study(sqlite_url, study_name)
     creator = study.user_attrs["hardware"]
     study.set_user_attr("hardware", {**creator, "gpu_model": "NVIDIA H100", "gpu_count": 8})
-    join = ["worker", "--study", study_name, "--storage", shared_url, "--trials", "2"]
+    join = ["worker", "--study", study_name, "--storage", sqlite_url, "--trials", "2"]
     code, out = _finish(_cli(join, env, "node-b"))
     assert code == 2
     assert "gpu_model: study NVIDIA H100, this host none" in out
     assert "gpu_count" in out and "--allow-mixed-hardware" in out
-    assert len(_study(shared_url, study_name).trials) == 1  # nothing measured
+    assert len(_study(sqlite_url, study_name).trials) == 1  # nothing measured
     code, out = _finish(_cli([*join, "--allow-mixed-hardware"], env, "node-b"))
     assert code == 0, out
-    joined = _study(shared_url, study_name).trials[-1]
+    joined = _study(sqlite_url, study_name).trials[-1]
     assert joined.state in FINISHED and joined.user_attrs["host"] == "node-b"
     assert any(d.startswith("gpu_model:") for d in joined.user_attrs["hardware_differences"])
 
@@ -185,12 +194,12 @@ def _blocked_on_a_lock(pid: int) -> bool:
 
 
 def test_a_second_run_on_the_same_host_does_not_measure_while_the_first_does(
-    shared_url, study_name, tiny_dataset, env, monkeypatch
+    sqlite_url, study_name, tiny_dataset, env, monkeypatch
 ):
     from loadersearch import measurement_lock
 
-    _create(shared_url, study_name, tiny_dataset, env, trials=1)
-    join = ["worker", "--study", study_name, "--storage", shared_url, "--trials", "2"]
+    _create(sqlite_url, study_name, tiny_dataset, env, trials=1)
+    join = ["worker", "--study", study_name, "--storage", sqlite_url, "--trials", "2"]
     monkeypatch.setenv("LOADERSEARCH_LOCK_DIR", env["LOADERSEARCH_LOCK_DIR"])
     monkeypatch.setenv("LOADERSEARCH_HOST", "node-a")
     with measurement_lock(wait=False):  # a measurement in progress on node-a
@@ -198,17 +207,15 @@ def test_a_second_run_on_the_same_host_does_not_measure_while_the_first_does(
         assert code == 2 and "another loadersearch measurement is running" in out
         waiting = _cli(join, env, "node-a")
         # The worker starts its trial, then waits for the host's lock before measuring.
-        wait_for(
-            lambda: len(_study(shared_url, study_name).trials) == 2, what="the waiting trial"
-        )
+        wait_for(lambda: len(_study(sqlite_url, study_name).trials) == 2, what="the waiting trial")
         # ... and blocks on the lock (not merely on its way to it: released before it got
         # there, it would not wait at all and say nothing).
         wait_for(lambda: _blocked_on_a_lock(waiting.pid), what="the worker blocked on the lock")
         assert waiting.poll() is None  # still waiting
-        later = _study(shared_url, study_name).trials[1:]
+        later = _study(sqlite_url, study_name).trials[1:]
         assert later, "the waiting worker created no trial"
         assert all(t.state == TrialState.RUNNING and not t.user_attrs.get("status") for t in later)
     code, out = _finish(waiting)
     assert code == 0, out
     assert "waiting for it" in out
-    assert len([t for t in _study(shared_url, study_name).trials if t.state in FINISHED]) == 2
+    assert len([t for t in _study(sqlite_url, study_name).trials if t.state in FINISHED]) == 2

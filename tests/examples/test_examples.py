@@ -66,3 +66,21 @@ def test_the_segmentation_spec_runs_with_its_padding_collate(tmp_path, monkeypat
     assert pipeline["dataset_kwargs"] == {"size": 32, "n": 32}
     statuses = sorted(t.user_attrs["status"] for t in study.trials if t.state.is_finished())
     assert statuses in (["ok", "ok"], ["ok", "pruned"])  # the slower one may be pruned
+
+
+def test_the_ultralytics_script_answers_in_model_train_terms(tmp_path) -> None:
+    pytest.importorskip("ultralytics")
+    storage = f"sqlite:///{tmp_path / 'yolo.db'}"
+    script = os.path.join(EXAMPLES, "ultralytics_tune.py")
+    args = ["--root", str(tmp_path / "yolo"), "--images", "8", "--imgsz", "64", "--batch", "4",
+            "--cache", "false", "--trials", "1", "--confirm-rounds", "0",
+            "--storage", storage, "--study", "yolo"]  # fmt: skip
+    env = {**os.environ, **ONE_THREAD, "YOLO_CONFIG_DIR": str(tmp_path / "yolo-config"),
+           "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}  # fmt: skip
+    done = subprocess.run([sys.executable, script, *args], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    data = str(tmp_path / "yolo" / "data.yaml")
+    assert f'model.train(data="{data}", imgsz=64, workers=' in done.stdout
+    assert f"yolo train data={data} model=yolo11n.yaml imgsz=64 workers=" in done.stdout
+    assert loadersearch.load_best(storage, "yolo-cache-false").batch_size == 4

@@ -51,6 +51,7 @@ def measuring_helpers() -> list[object]:
         loadersearch.bench,
         loadersearch.diagnose.diagnose,
         cliproc.FAST,  # the options of a CLI study
+        cliproc.CATCHABLE,
         cliproc.start_cli,
         studies.E2E_OPTIONS,
         procs.measurement_processes,

@@ -11,7 +11,7 @@ import psutil
 import pytest
 import torch
 from helpers import pipelines
-from torch.utils.data import BatchSampler, DataLoader, SequentialSampler
+from torch.utils.data import BatchSampler, DataLoader, RandomSampler, SequentialSampler
 
 import loadersearch
 from loadersearch.workload import EmulatedAccelerator
@@ -98,6 +98,24 @@ def test_a_user_batch_sampler_keeps_its_batches() -> None:
     loader = loadersearch.AutoLoader(ds, batch_sampler=batches, **SMALL)
     assert _served(loader, 1) == [list(b) for b in batches]
     loader.close()
+
+
+@pytest.mark.slow
+def test_a_user_batch_sampler_keeps_its_batches_after_settling_and_counts_its_images() -> None:
+    # Accelerate hands its DataLoaders a batch sampler (the Hugging Face Trainer's way): the
+    # settled loader must go on drawing it, and the rates count its batches' images.
+    ds = pipelines.Slow(n=120, ms=1.0)  # 24 batches of 5 an epoch: 2 segments, then settled
+    expected = _plain(ds, 3, batch_sampler=BatchSampler(RandomSampler(ds), 5, drop_last=False))
+    torch.manual_seed(0)
+    batches = BatchSampler(RandomSampler(ds), batch_size=5, drop_last=False)
+    with loadersearch.AutoLoader(ds, batch_sampler=batches, tune_steps=24, **SMALL) as loader:
+        assert _served(loader, 3) == expected  # the sampler's draws, in batches of 5, 3 epochs
+        report = loader.report
+        assert report is not None and report.config.batch_size == 5
+        assert report.epoch_images == 120 and report.tuning_images == 120
+        chosen = loader.tuner.candidates[loader.tuner.settled]
+        assert report.images_per_s == pytest.approx(report.steps_per_s * 5)
+        assert chosen.rate == report.images_per_s
 
 
 @pytest.mark.slow
@@ -194,3 +212,26 @@ def test_on_a_gpu_pinned_memory_is_a_candidate_and_batches_reach_the_device() ->
     assert loader.config is not None and loader.report.images_per_s > 0
     loader.close()
     assert _workers() == []
+
+
+def test_the_worker_ladder_tops_at_the_cpu_budget_shared_by_torchrun_s_ranks(
+    monkeypatch, caplog
+) -> None:
+    from loadersearch._hardware import CpuBudget, cpu_budget
+    from loadersearch.online._autoloader import default_max_workers
+
+    assert default_max_workers(CpuBudget(cpus=3)) == 6  # one process: 2 x its CPUs
+    assert default_max_workers(CpuBudget(cpus=12, ranks=4)) == 3  # per rank: 12 // 4
+    cpus = cpu_budget(environ={}).cpus
+    if cpus < 2:
+        pytest.skip("needs 2 CPUs for 2 ranks of one CPU each")
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", str(cpus))  # one CPU per rank
+    with caplog.at_level("INFO", logger="loadersearch.online._autoloader"):
+        loader = loadersearch.AutoLoader(pipelines.Slow(n=40, ms=1.0), batch_size=4)
+    assert {c.num_workers for c in loader.tuner._ladder} == {0, 1}
+    assert f"CPU budget: {cpus} CPUs" in caplog.text
+    assert f"{cpus} ranks (LOCAL_WORLD_SIZE)" in caplog.text
+    monkeypatch.delenv("LOCAL_WORLD_SIZE")
+    alone = loadersearch.AutoLoader(pipelines.Slow(n=40, ms=1.0), batch_size=4)
+    assert max(c.num_workers for c in alone.tuner._ladder) <= 2 * cpus
+    assert max(c.num_workers for c in alone.tuner._ladder) > 1

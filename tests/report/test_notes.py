@@ -119,3 +119,32 @@ def test_an_inconclusive_answer_is_never_headlined_as_confirmed(hand_study):
     assert trial_note(hand_study.trials[3], ctx).startswith("**Inconclusive winner")
     page = render_html(summary, importances(hand_study), {})
     assert "Confirmed winner" not in page and "Inconclusive: 2 of 3" in page
+
+
+def test_the_machine_section_states_the_study_s_cpu_budget(hand_study):
+    import io
+
+    from rich.console import Console
+
+    from loadersearch._hardware import CpuBudget
+    from loadersearch.report import render_summary
+    from loadersearch.report._html import render_html
+
+    summary = summarize(hand_study)
+    assert summary.cpu_budget is None  # a study from before budgets: nothing to state
+    assert "CPU budget" not in study_note(summary, importances(hand_study))
+    quota = "the cgroup CPU quota (/sys/fs/cgroup/cpu.max 600000 100000 = 6 CPUs)"
+    budget = CpuBudget(cpus=6, ranks=2, machine_cpus=8, limit=quota, ranks_source="--gpus")
+    hand_study.set_user_attr("cpu_budget", budget.to_dict())
+    summary = summarize(hand_study)
+    line = (
+        f"6 CPUs allowed by {quota}, 2 ranks (--gpus): 3 CPUs each, up to 2 workers each, "
+        "one CPU kept for each training process"
+    )
+    assert summary.cpu_budget == line
+    assert f"GiB). CPU budget: {line}. Noise:" in study_note(summary, importances(hand_study))
+    page = render_html(summary, importances(hand_study), {})
+    assert f'<p id="cpu-budget">CPU budget: {line}.</p>' in page
+    out = io.StringIO()
+    render_summary(summary, storage=None, console=Console(file=out, width=400))
+    assert f"CPU budget: {line}" in out.getvalue()

@@ -34,9 +34,11 @@ def _measurements(*outcomes: tuple[float, float]):
                         compute_s=16 / rate, h2d_s=0.0)  # fmt: skip
         if on_window is not None:
             on_window(window)
+        # a measurement of 1000 / rate seconds, all of it planned epochs
         return MeasureResult(config=config, status=OK, windows=[window], objective=rate,
                              steady_rate=rate, outside_load=2 * share, outside_share=share,
-                             steal_share=0.0, busy_host=share >= 0.25)  # fmt: skip
+                             steal_share=0.0, busy_host=share >= 0.25, wall_s=1000 / rate,
+                             phases={"planned": 1000 / rate})  # fmt: skip
 
     measure.calls = calls
     return measure
@@ -63,7 +65,7 @@ def test_a_busy_trial_is_measured_again_and_the_quieter_measurement_kept(tmp_pat
     assert ua["outside_share"] == 0.05
     assert ua["remeasured"] == {"first_outside_share": 0.8, "first_objective": 50.0,
                                 "again_outside_share": 0.05, "again_objective": 150.0,
-                                "kept": "again"}  # fmt: skip
+                                "kept": "again", "dropped_wall_s": 20.0}  # fmt: skip
 
 
 def test_a_trial_still_busy_the_second_time_is_unreliable_and_the_report_says_so(tmp_path):
@@ -88,6 +90,28 @@ def test_a_trial_still_busy_the_second_time_is_unreliable_and_the_report_says_so
     assert "**Unreliable**: other processes used 60% of the CPUs" in note
     assert "measured twice (first 90% busy)" in note
     assert "Unreliable" not in trial_note(quiet, NoteContext.of(study))
+
+
+def test_the_phase_table_counts_the_measurement_not_kept_apart_from_storage(tmp_path):
+    from loadersearch.report import phase_rows
+
+    settings = _one_config(tmp_path, trials=1)
+    run_study(settings, measure_fn=_measurements((50.0, 0.8), (100.0, 0.05)), hardware=HOST)
+    summary = summarize(optuna.load_study(study_name="t", storage=settings.storage))
+    assert summary.phases["planned"] == 10.0  # the kept one: 1000 / 100 s
+    assert summary.phases["busy"] == 20.0  # the busy first one: 1000 / 50 s
+    rows = {row[0]: row for row in phase_rows(summary)}
+    assert rows["measured again, not kept (busy machine)"][1] == "20.0 s"
+
+
+def test_a_quiet_study_has_no_busy_phase(tmp_path):
+    from loadersearch.report import phase_rows
+
+    settings = _one_config(tmp_path, trials=1)
+    run_study(settings, measure_fn=_measurements((100.0, 0.05)), hardware=HOST)
+    summary = summarize(optuna.load_study(study_name="t", storage=settings.storage))
+    assert summary.phases["busy"] == 0.0
+    assert "measured again, not kept (busy machine)" not in [r[0] for r in phase_rows(summary)]
 
 
 def test_a_quiet_study_says_no_trial_was_flagged(tmp_path):

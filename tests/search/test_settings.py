@@ -102,6 +102,17 @@ def test_the_per_rank_worker_bound_keeps_every_ranks_workers_within_the_cores(
     assert gpus * bound <= cpus or bound == 1  # at least one worker per rank to try
 
 
+@pytest.mark.parametrize(("usable", "gpus", "bound"), [(4, 1, 8), (12, 4, 3), (3, 4, 1)])
+def test_the_default_worker_range_follows_the_cpu_budget_not_the_machine(
+    usable: int, gpus: int, bound: int
+) -> None:
+    # 64 CPUs on the machine, ``usable`` of them allowed (a quota or an affinity)
+    host = Hardware(cpu_count=64, physical_cores=32, usable_cpus=usable, gpu_count=gpus)
+    overrides = Overrides(workload={"gpus": gpus, "device": "cpu"})
+    settings = resolve_settings(None, overrides, hardware=host)
+    assert settings.space.num_workers == (0, bound)  # one rank 2 x usable, ranks usable // n
+
+
 def test_space_widens_the_per_rank_worker_bound() -> None:
     overrides = Overrides(workload={"gpus": 2, "device": "cpu"})
     overrides.space_ranges["num_workers"] = "0:3"

@@ -1,0 +1,212 @@
+"""The confirmation's race: a finalist the rounds left cannot make the winner is measured no
+further, and the rounds stop once only the leader is left. Injected measurements (the real
+ones are in the slow lane: tests/cli/test_busy_answer.py)."""
+
+from __future__ import annotations
+
+import random
+from types import SimpleNamespace
+
+import optuna
+import pytest
+
+from loadersearch import LoaderConfig
+from loadersearch.measure import OK, MeasureResult
+from loadersearch.search._confirm import (
+    confirm_study,
+    race_noise,
+    race_survivors,
+    remeasure_interleaved,
+)
+
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+A, B, C = (LoaderConfig(num_workers=w, batch_size=8) for w in (0, 1, 2))
+
+
+def test_with_two_rounds_left_and_no_noise_bound_no_rival_is_out():
+    # however slow its first round, two more high ones would give it the highest median
+    values = {A: [100.0], B: [10.0]}
+    assert race_survivors(values, [A, B], done=1, rounds=3) == [A, B]
+
+
+def test_a_rival_whose_best_of_two_is_below_the_leaders_worst_is_out_before_round_3():
+    values = {A: [100.0, 96.0], B: [95.0, 90.0], C: [97.0, 80.0]}
+    # B: best 95 < A's worst 96, out; C: 97 >= 96, a high third round could still win it
+    assert race_survivors(values, [A, B, C], done=2, rounds=3) == [A, C]
+
+
+def test_the_noise_bound_drops_a_rival_beaten_beyond_it_after_one_round():
+    values = {A: [100.0], B: [70.0], C: [85.0]}
+    # noise 10%: B's best case 77 < A's worst 90, out; C's 93.5 >= 90, in
+    assert race_survivors(values, [A, B, C], done=1, rounds=3, noise=0.10) == [A, C]
+
+
+def test_a_rival_whose_measurement_failed_is_not_bounded_by_the_noise():
+    values = {A: [100.0], B: [0.0]}  # a failure is no rate: its next one could be anything
+    assert race_survivors(values, [A, B], done=1, rounds=3, noise=0.10) == [A, B]
+
+
+def test_no_round_left_ends_the_race():
+    assert race_survivors({A: [1.0], B: [2.0]}, [A, B], done=3, rounds=3) == []
+
+
+def test_the_noise_is_the_largest_ratio_between_two_measurements_of_one_configuration():
+    values = {A: [100.0], B: [50.0, 0.0], C: [80.0]}  # B's failed measurement (0) is no rate
+    trial_values = {A: 110.0, B: None, C: 96.0}
+    assert race_noise(values, trial_values, floor=0.1) == pytest.approx(0.2)  # C: 96 / 80
+    assert race_noise(values, {A: 101.0, B: None, C: None}, floor=0.1) == 0.1  # the floor
+    assert race_noise({A: [100.0], B: [50.0]}, {A: None, B: None}, floor=0.1) is None
+
+
+def _winner(values: dict[LoaderConfig, list[float]]) -> LoaderConfig:
+    import statistics
+
+    return max(values, key=lambda c: statistics.median(values[c]))
+
+
+def test_without_a_noise_bound_the_race_names_the_winner_the_whole_budget_would():
+    # Any measurements at all: the exact rule drops only a rival that no value of the rounds
+    # left could make the winner, so the winner is the full budget's, in fewer measurements.
+    rng = random.Random(7)
+    configs = [LoaderConfig(num_workers=w, batch_size=8) for w in range(5)]
+    saved = 0
+    for _ in range(300):
+        rates = {c: [rng.uniform(20, 120) for _ in range(3)] for c in configs}
+
+        def measure(config, rates=rates, calls={}):  # noqa: B006 - a counter per draw
+            n = calls[config] = calls.get(config, -1) + 1
+            return MeasureResult(config=config, status=OK, objective=rates[config][n])
+
+        full = remeasure_interleaved(configs, measure, rounds=3)
+        raced = remeasure_interleaved(
+            configs,
+            lambda c, rates=rates, seen={}: _replay(rates, seen, c),
+            rounds=3,
+            survivors=lambda done, values, active: race_survivors(
+                values, active, done=done, rounds=3
+            ),
+        )
+        assert _winner(raced) == _winner(full)
+        saved += 15 - sum(len(v) for v in raced.values())
+    assert saved > 0  # the rule does drop rivals
+
+
+def _replay(rates, seen, config):
+    n = seen[config] = seen.get(config, -1) + 1
+    return MeasureResult(config=config, status=OK, objective=rates[config][n])
+
+
+def _trial(value: float | None, baseline: str | None = None, **params):
+    from optuna.distributions import CategoricalDistribution, IntDistribution
+
+    dists = {
+        "num_workers": IntDistribution(0, 4),
+        "batch_size": IntDistribution(8, 32, step=8),
+        "pin_memory": CategoricalDistribution([False, True]),
+        "prefetch_factor": IntDistribution(1, 8),
+        "persistent_workers": CategoricalDistribution([False, True]),
+    }
+    params = {"pin_memory": False, **params}
+    if params.get("num_workers", 0) > 0:
+        params.setdefault("prefetch_factor", 2)
+        params.setdefault("persistent_workers", False)
+    return optuna.trial.create_trial(
+        params=params,
+        distributions={k: dists[k] for k in params},
+        value=value,
+        user_attrs={"feasible": True, **({"baseline": baseline} if baseline else {})},
+    )
+
+
+def _confirm(rates: dict[str, list[tuple[float, bool]]], *trials, rounds: int = 3):
+    """confirm_study on a study of ``trials``, each finalist measuring ``rates[label]`` in
+    turn: (images/s, busy)."""
+    study = optuna.create_study(direction="maximize")
+    for t in trials:
+        study.add_trial(t)
+    calls: list[str] = []
+
+    def measure(config: LoaderConfig) -> MeasureResult:
+        label = config.label()
+        rate, busy = rates[label][sum(c == label for c in calls)]
+        calls.append(label)
+        return MeasureResult(config=config, status=OK, objective=rate, busy_host=busy)
+
+    objective = SimpleNamespace(
+        measure=measure,
+        host="h",
+        space=SimpleNamespace(fixed=lambda: {}),
+        plan=SimpleNamespace(precision=0.05),
+    )
+    return study, confirm_study(study, objective, rounds=rounds), calls
+
+
+def test_a_baseline_beaten_beyond_the_noise_is_measured_once_and_the_race_stops_early(
+    monkeypatch,
+):
+    monkeypatch.setenv("LOADERSEARCH_QUIET_WAIT_S", "0")
+    study, confirmation, calls = _confirm(
+        {
+            "w2 b16 pf2": [(100.0, False), (98.0, False)],
+            "w1 b16 pf2": [(97.0, False), (94.0, False)],  # best 97 < the leader's worst 98
+            "w0 b16": [(50.0, False)],  # PyTorch's defaults: half the rate, beyond any noise
+        },
+        _trial(104.0, num_workers=2, batch_size=16),
+        _trial(99.0, num_workers=1, batch_size=16),
+        _trial(52.0, baseline="pytorch", num_workers=0, batch_size=16),
+    )
+    assert calls == ["w2 b16 pf2", "w1 b16 pf2", "w0 b16", "w2 b16 pf2", "w1 b16 pf2"]
+    by_label = {c["label"]: c for c in confirmation["candidates"]}
+    assert by_label["w0 b16"]["out_after"] == 1 and by_label["w0 b16"]["n"] == 1
+    assert by_label["w1 b16 pf2"]["out_after"] == 2
+    assert by_label["w2 b16 pf2"]["out_after"] is None and by_label["w2 b16 pf2"]["n"] == 2
+    assert confirmation["race_noise"] == pytest.approx(0.1)  # the floor: 2 x precision
+    assert confirmation["skipped"] == 4 and confirmation["rounds_done"] == 2
+    assert confirmation["winner"] == 0
+
+    from loadersearch.report import cost, finalist_cells, summarize, winner_evidence
+
+    summary = summarize(study)
+    assert "median of 2 interleaved re-measurements" in winner_evidence(summary.winner)
+    cells = {f.label: finalist_cells(f) for f in summary.finalists}
+    assert cells["w0 b16"][3] == "50.0 (of 1: out)" and cells["w0 b16"][5] == "-"
+    assert cells["w2 b16 pf2"][3] == "99.0"
+    assert "5 confirmation measurements; 4 of its rounds not needed" in cost(summary)
+
+
+def test_after_a_busy_round_kept_the_race_drops_only_what_no_measurement_could_save(
+    monkeypatch,
+):
+    # The quiet budget is 0: the busy first round is kept, the answer is inconclusive, and the
+    # noise bound is off: the slow baseline is measured in every round.
+    monkeypatch.setenv("LOADERSEARCH_QUIET_WAIT_S", "0")
+    _, confirmation, calls = _confirm(
+        {
+            "w2 b16 pf2": [(100.0, True), (98.0, False), (99.0, False)],
+            "w0 b16": [(50.0, True), (49.0, False), (51.0, False)],
+        },
+        _trial(104.0, num_workers=2, batch_size=16),
+        _trial(52.0, baseline="pytorch", num_workers=0, batch_size=16),
+    )
+    assert confirmation["inconclusive"] is True and confirmation["race_noise"] is None
+    # after round 2 the exact rule drops the baseline (51 can't beat 98): the race is decided
+    assert calls == ["w2 b16 pf2", "w0 b16"] * 2
+    assert confirmation["skipped"] == 2
+
+
+def test_a_baseline_ahead_in_the_race_is_the_answer_however_its_trial_went(monkeypatch):
+    monkeypatch.setenv("LOADERSEARCH_QUIET_WAIT_S", "0")
+    study, confirmation, _ = _confirm(
+        {
+            "w4 b16 pf2": [(30.0, False), (31.0, False), (29.0, False)],
+            "w0 b16": [(45.0, False), (46.0, False), (44.0, False)],
+        },
+        _trial(60.0, num_workers=4, batch_size=16),  # lucky in its trial
+        _trial(50.0, baseline="pytorch", num_workers=0, batch_size=16),
+    )
+    # the trial values widen the noise (60 / 30 - 1 = 100%): nobody is out after round 1
+    assert confirmation["race_noise"] == pytest.approx(1.0)
+    assert confirmation["winner"] == 1
+    from loadersearch.report import summarize
+
+    assert summarize(study).winner.config == LoaderConfig(num_workers=0, batch_size=16)
