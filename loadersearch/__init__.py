@@ -20,7 +20,8 @@ from loadersearch.measure import MeasurePlan
 from loadersearch.workload import PipelineSpec, WorkloadSpec
 
 if TYPE_CHECKING:
-    from loadersearch._api import TuneResult, bench, tune
+    from loadersearch._api import bench, tune
+    from loadersearch._tune_result import TuneResult
     from loadersearch.online import AutoLoader, autoloader
 
 __version__ = "0.1.0"
@@ -45,7 +46,7 @@ __all__ = [
 
 # Imported on first use (loadersearch._lazy): the API's module, and online/, which imports torch.
 _LAZY = {
-    "TuneResult": "_api",
+    "TuneResult": "_tune_result",
     "bench": "_api",
     "tune": "_api",
     "AutoLoader": "online",

@@ -73,6 +73,61 @@ def bench(
     Example:
       loadersearch bench --workload loader --num-workers 2 --batch-size 32 --pin-memory
     """
+    config, spec, plan = _inputs(
+        num_workers, batch_size, pin_memory, prefetch_factor, persistent_workers, start_method,
+        opts,
+    )  # fmt: skip
+    from rich.console import Console
+
+    from loadersearch._hardware import fingerprint
+    from loadersearch.measure import measure, prepare
+
+    # As a study does: "auto" becomes the device this machine's fingerprint says (a GPU seen by
+    # NVML means CUDA), and the child runs there or fails with the reason; the whole dataset
+    # is checked (a bad one is refused here in one line, what --skip-bad-samples leaves out is
+    # said), /dev/shm against what this configuration needs, a memmap cache built.
+    ready = prepare(spec, config, fingerprint())
+    spec = ready.workload
+    workload = spec.kind
+    shm = ready.shm
+    err = Console(stderr=True)
+    data = ready.data
+    _print_preparation(ready, err)
+    if as_json:
+        result = measure(spec, config, plan, prepared=True)
+    else:
+        with err.status(f"measuring {config.label()} ({workload} workload)...") as status:
+
+            def on_window(w) -> bool:  # noqa: ANN001
+                status.update(
+                    f"measuring {config.label()} ({workload}): window {w.index + 1}/"
+                    f"{plan.n_windows}, {w.rate:,.1f} img/s"
+                )
+                return True
+
+            result = measure(spec, config, plan, on_window=on_window, prepared=True)
+
+    if as_json:
+        click.echo(json.dumps({**result.to_dict(), "skipped_samples": data.to_dict()}, indent=2))
+    else:
+        render(result, spec, plan, Console())
+    _print_after(result, shm, err)
+    if not result.ok:
+        if not as_json:
+            click.echo(f"{result.status.upper()} ({result.reason}): {result.message}", err=True)
+        sys.exit(EXIT_INFEASIBLE if result.status == "infeasible" else EXIT_ERROR)
+
+
+def _inputs(
+    num_workers: int,
+    batch_size: int,
+    pin_memory: bool,
+    prefetch_factor: int | None,
+    persistent_workers: bool,
+    start_method: str | None,
+    opts: dict[str, Any],
+) -> tuple[LoaderConfig, WorkloadSpec, MeasurePlan]:
+    """The configuration, the workload and the plan the options say, checked."""
     from loadersearch.measure import DEFAULT_PRECISION
     from loadersearch.search import resolve_pipeline
 
@@ -96,21 +151,12 @@ def bench(
         plan = MeasurePlan(**{"precision": DEFAULT_PRECISION, **given(opts, PLAN_KEYS)})
     except ValueError as e:
         raise LoaderSearchError(f"invalid configuration: {e}") from e
-    from rich.console import Console
+    return config, spec, plan
 
-    from loadersearch._hardware import fingerprint
-    from loadersearch.measure import measure, prepare
 
-    # As a study does: "auto" becomes the device this machine's fingerprint says (a GPU seen by
-    # NVML means CUDA), and the child runs there or fails with the reason; the whole dataset
-    # is checked (a bad one is refused here in one line, what --skip-bad-samples leaves out is
-    # said), /dev/shm against what this configuration needs, a memmap cache built.
-    ready = prepare(spec, config, fingerprint())
-    spec = ready.workload
-    workload = spec.kind
-    shm = ready.shm
-    err = Console(stderr=True)
-    data = ready.data
+def _print_preparation(ready, err) -> None:  # noqa: ANN001
+    """What the preparation found (the data, /dev/shm, the caches), on stderr."""
+    data, shm = ready.data, ready.shm
     if data.describe():
         err.print(f"note: {data.describe()}", soft_wrap=True, highlight=False)
     err.print(shm.line(), soft_wrap=True, highlight=False)
@@ -118,24 +164,11 @@ def bench(
         err.print(f"[yellow]warning:[/] {shm.warning()}", soft_wrap=True, highlight=False)
     for cache in ready.caches:
         err.print(f"note: {cache.describe()}", soft_wrap=True, highlight=False)
-    if as_json:
-        result = measure(spec, config, plan, prepared=True)
-    else:
-        with err.status(f"measuring {config.label()} ({workload} workload)...") as status:
 
-            def on_window(w) -> bool:  # noqa: ANN001
-                status.update(
-                    f"measuring {config.label()} ({workload}): window {w.index + 1}/"
-                    f"{plan.n_windows}, {w.rate:,.1f} img/s"
-                )
-                return True
 
-            result = measure(spec, config, plan, on_window=on_window, prepared=True)
-
-    if as_json:
-        click.echo(json.dumps({**result.to_dict(), "skipped_samples": data.to_dict()}, indent=2))
-    else:
-        render(result, spec, plan, Console())
+def _print_after(result, shm, err) -> None:  # noqa: ANN001
+    """After the figures, on stderr: /dev/shm's measured peak against the estimate, and a
+    warning when the machine was busy while it measured."""
     if result.ok and shm.need_bytes and result.shm_peak_bytes is not None:
         err.print(
             f"/dev/shm: {fmt_bytes(result.shm_peak_bytes)} at the measured peak (sampled, "
@@ -155,10 +188,6 @@ def bench(
             soft_wrap=True,
             highlight=False,
         )
-    if not result.ok:
-        if not as_json:
-            click.echo(f"{result.status.upper()} ({result.reason}): {result.message}", err=True)
-        sys.exit(EXIT_INFEASIBLE if result.status == "infeasible" else EXIT_ERROR)
 
 
 def render(result, spec: WorkloadSpec, plan: MeasurePlan, console) -> None:  # noqa: ANN001
@@ -200,25 +229,7 @@ def render(result, spec: WorkloadSpec, plan: MeasurePlan, console) -> None:  # n
     status = "[green]OK[/]" if r.ok else f"[red]{r.status.upper()}[/] ({r.reason}): {r.message}"
     info.add_row("status", status)
     if r.ok:
-        n = r.dataset_images
-        info.add_row("steady rate", f"{r.steady_rate:,.1f} img/s")
-        info.add_row("start cost", f"{r.start_cost_s:.3f} s per epoch (beyond the steady state)")
-        info.add_row(
-            "objective",
-            f"[bold]{r.objective:,.1f} img/s[/] for a full epoch of {n:,} images: "
-            f"{n:,} / ({n:,} / {r.steady_rate:,.1f} + {r.start_cost_s:.3f}) "
-            f"= {n:,} / {r.epoch_time_s:.2f} s",
-        )
-        if r.precision is not None:
-            info.add_row(
-                "precision",
-                f"+/-{100 * r.precision:.1f} % (90% confidence interval of the epoch time, "
-                f"from the spread of the {plan.epochs + r.extra_epochs} measured epochs)",
-            )
-        info.add_row("window CV", f"{100 * r.window_cv:.1f} %")
-        info.add_row("data wait", f"{100 * r.wait_fraction:.0f} % of measured time")
-        cpu = f"{r.cpu_util_mean:.0f} % of one core" if r.cpu_util_mean is not None else "n/a"
-        info.add_row("CPU", f"{cpu} (trainer + workers)")
+        _add_figures(info, r, plan)
     if r.outside_load is not None:
         busy = " [yellow]BUSY[/]" if r.busy_host else ""
         info.add_row(
@@ -227,6 +238,46 @@ def render(result, spec: WorkloadSpec, plan: MeasurePlan, console) -> None:  # n
             f"({100 * (r.outside_share or 0):.0f} %) while measuring, steal "
             f"{100 * (r.steal_share or 0):.1f} %{busy}",
         )
+    _add_memory(info, r, spec)
+    info.add_row(
+        "time",
+        f"overhead {r.overhead_s:.1f} s (process start, imports, dataset, model: not in the "
+        f"throughput), warm-up {r.warmup_s:.1f} s, wall {r.wall_s:.1f} s",
+    )
+    for note in r.notes:
+        info.add_row("note", note)
+    console.print(info)
+    if r.ranks:
+        _render_ranks(r.ranks, console)
+    if r.windows:
+        _render_windows(r.windows, console)
+
+
+def _add_figures(info, r, plan: MeasurePlan) -> None:  # noqa: ANN001
+    """The rows of a measurement that succeeded: its rates, the objective and its precision."""
+    n = r.dataset_images
+    info.add_row("steady rate", f"{r.steady_rate:,.1f} img/s")
+    info.add_row("start cost", f"{r.start_cost_s:.3f} s per epoch (beyond the steady state)")
+    info.add_row(
+        "objective",
+        f"[bold]{r.objective:,.1f} img/s[/] for a full epoch of {n:,} images: "
+        f"{n:,} / ({n:,} / {r.steady_rate:,.1f} + {r.start_cost_s:.3f}) "
+        f"= {n:,} / {r.epoch_time_s:.2f} s",
+    )
+    if r.precision is not None:
+        info.add_row(
+            "precision",
+            f"+/-{100 * r.precision:.1f} % (90% confidence interval of the epoch time, "
+            f"from the spread of the {plan.epochs + r.extra_epochs} measured epochs)",
+        )
+    info.add_row("window CV", f"{100 * r.window_cv:.1f} %")
+    info.add_row("data wait", f"{100 * r.wait_fraction:.0f} % of measured time")
+    cpu = f"{r.cpu_util_mean:.0f} % of one core" if r.cpu_util_mean is not None else "n/a"
+    info.add_row("CPU", f"{cpu} (trainer + workers)")
+
+
+def _add_memory(info, r, spec: WorkloadSpec) -> None:  # noqa: ANN001
+    """The rows of what the measurement held in memory: RSS, /dev/shm, VRAM, CUDA's peaks."""
     if r.peak_rss_bytes is not None or r.peak_vram_bytes is not None:
         vram = fmt_bytes(r.peak_vram_bytes)
         if r.emulated:
@@ -248,43 +299,38 @@ def render(result, spec: WorkloadSpec, plan: MeasurePlan, console) -> None:  # n
             f"outside the allocator {fmt_bytes(r.cuda_overhead_bytes)}; allocator fraction "
             f"{fraction}; retries {r.alloc_retries}, OOMs recovered {r.alloc_ooms}",
         )
-    info.add_row(
-        "time",
-        f"overhead {r.overhead_s:.1f} s (process start, imports, dataset, model: not in the "
-        f"throughput), warm-up {r.warmup_s:.1f} s, wall {r.wall_s:.1f} s",
-    )
-    for note in r.notes:
-        info.add_row("note", note)
-    console.print(info)
-    if r.ranks:
-        _render_ranks(r.ranks, console)
-    if r.windows:
-        t = Table(title="windows", title_justify="left")
-        for col in (
-            "window",
-            "epoch",
-            "images",
-            "seconds",
-            "img/s",
-            "wait",
-            "compute",
-            "h2d",
-            "start",
-        ):
-            t.add_column(col, justify="right")
-        for w in r.windows:
-            t.add_row(
-                str(w.index),
-                str(w.epoch),
-                str(w.images),
-                f"{w.seconds:.3f}",
-                f"{w.rate:,.1f}",
-                f"{w.wait_s:.3f}",
-                f"{w.compute_s:.3f}",
-                f"{w.h2d_s:.4f}",
-                f"{w.start_s:.3f}" if w.start_s else "",
-            )
-        console.print(t)
+
+
+def _render_windows(windows: list, console) -> None:  # noqa: ANN001
+    """Every measured window: its images, seconds, rate and where its time went."""
+    from rich.table import Table
+
+    t = Table(title="windows", title_justify="left")
+    for col in (
+        "window",
+        "epoch",
+        "images",
+        "seconds",
+        "img/s",
+        "wait",
+        "compute",
+        "h2d",
+        "start",
+    ):
+        t.add_column(col, justify="right")
+    for w in windows:
+        t.add_row(
+            str(w.index),
+            str(w.epoch),
+            str(w.images),
+            f"{w.seconds:.3f}",
+            f"{w.rate:,.1f}",
+            f"{w.wait_s:.3f}",
+            f"{w.compute_s:.3f}",
+            f"{w.h2d_s:.4f}",
+            f"{w.start_s:.3f}" if w.start_s else "",
+        )
+    console.print(t)
 
 
 def _render_ranks(ranks: list[dict], console) -> None:  # noqa: ANN001

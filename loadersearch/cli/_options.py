@@ -43,7 +43,7 @@ no_wait_option = click.option(
 
 
 def pipeline_trust(opts: dict[str, Any]) -> Any:
-    """The :class:`~loadersearch.workload._refs.PipelineTrust` of ``--pipeline-path`` and
+    """The :class:`~loadersearch.workload._stored_refs.PipelineTrust` of ``--pipeline-path`` and
     ``--trust-pipeline``, removed from ``opts``."""
     from loadersearch.workload import PipelineTrust
 

@@ -112,16 +112,7 @@ def _diagnose(
     interval: float,
 ) -> Diagnosis:
     t_start = time.monotonic()
-    if spec.data is None and spec.pipeline is None:
-        from loadersearch.workload import default_dataset
-
-        spec = dataclasses.replace(spec, data=default_dataset())
-    if config.cache is not None and config.cache != spec.cache:  # a winner found with a cache
-        spec = dataclasses.replace(spec, cache=config.cache)
-    # An emulated storage latency stands for reads from storage: the bytes in memory (the
-    # ceiling, the warm pipeline, the scaling curve) do not pay it; the cold pipeline does.
-    cold_spec = spec
-    spec = dataclasses.replace(spec, emulated_io_ms=0.0)
+    spec, cold_spec = _warm_and_cold(spec, config)
     budget = cpu_budget(1)  # the CPUs this process may use (affinity, cgroup quota)
     cpus = budget.cpus
     if max_workers is None:
@@ -175,7 +166,43 @@ def _diagnose(
         )
 
     # 4. scaling: the loader alone, 1..N workers (and the configuration's own count)
-    loader_spec = _loader_spec(spec, img_size)
+    _scaling(d, runner, _loader_spec(spec, img_size), config, max_workers)
+
+    _verdict(d)
+    if remedies and d.verdict in (PREP, FETCH):
+        rspec = cold_spec if d.verdict == FETCH else spec
+        _remedies(d, runner, rspec, config, extra_remedies or [])
+    _whatif(d, target_rate)
+    _conclude(d)
+    d.load_after = os.getloadavg()[0]
+    _load_notes(d, cpus)
+    d.seconds = time.monotonic() - t_start
+    return d
+
+
+def _warm_and_cold(spec: WorkloadSpec, config: LoaderConfig) -> tuple[WorkloadSpec, WorkloadSpec]:
+    """The workload measured from memory, and the one measured cold: with the default dataset
+    generated and the cache ``config`` names."""
+    if spec.data is None and spec.pipeline is None:
+        from loadersearch.workload import default_dataset
+
+        spec = dataclasses.replace(spec, data=default_dataset())
+    if config.cache is not None and config.cache != spec.cache:  # a winner found with a cache
+        spec = dataclasses.replace(spec, cache=config.cache)
+    # An emulated storage latency stands for reads from storage: the bytes in memory (the
+    # ceiling, the warm pipeline, the scaling curve) do not pay it; the cold pipeline does.
+    return dataclasses.replace(spec, emulated_io_ms=0.0), spec
+
+
+def _scaling(
+    d: Diagnosis,
+    runner: Runner,
+    loader_spec: WorkloadSpec,
+    config: LoaderConfig,
+    max_workers: int,
+) -> None:
+    """The loader alone at 1..``max_workers`` workers (and the configuration's own count):
+    ``d.scaling`` and the knee of its curve."""
     counts = sorted({*scaling_ladder(max_workers), config.num_workers})
     for w in counts:
         cfg = _with_workers(config, w)
@@ -187,13 +214,10 @@ def _diagnose(
         d.scaling.append({"workers": w, "rate": m.rate, "status": m.status})
     d.knee_workers = knee([(p["workers"], p["rate"]) for p in d.scaling if p["workers"] > 0])
 
-    _verdict(d)
-    if remedies and d.verdict in (PREP, FETCH):
-        rspec = cold_spec if d.verdict == FETCH else spec
-        _remedies(d, runner, rspec, config, extra_remedies or [])
-    _whatif(d, target_rate)
-    _conclude(d)
-    d.load_after = os.getloadavg()[0]
+
+def _load_notes(d: Diagnosis, cpus: int) -> None:
+    """A note when other processes used the CPUs while ``d`` measured (its figures may be
+    low), else when the load average was above the CPU count (noisier figures)."""
     busy = [m for m in d.measurements.values() if m.busy_host]
     if busy:
         d.notes.append(
@@ -208,8 +232,6 @@ def _diagnose(
             f"{d.load_after:.1f} after, {cpus} CPUs): the figures are noisier than on an idle "
             "machine; the timelines' CPU lines include that work"
         )
-    d.seconds = time.monotonic() - t_start
-    return d
 
 
 def _check_eviction(d: Diagnosis, cold: Measurement) -> bool | None:

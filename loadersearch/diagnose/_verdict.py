@@ -211,19 +211,7 @@ def _conclude(d: Diagnosis) -> None:
     def said(r: Remedy) -> str:
         return f"{r.name} ({_signed(r.gain)}{'; ' + r.cost if r.cost else ''})"
 
-    ceiling = d.rate("ceiling")
-    over = [r.name for r in d.remedies if ceiling and r.rate > ceiling * (1 + STALL_THRESHOLD)]
-    over += [
-        f"the {name} pipeline"
-        for name in ("warm", "cold")
-        if ceiling and (d.rate(name) or 0) > ceiling * (1 + STALL_THRESHOLD)
-    ]
-    if over:
-        d.notes.append(
-            f"{', '.join(over)} measured faster than the ceiling "
-            f"({ceiling:,.0f} img/s): the machine's load changed between the measurements; "
-            "compare the figures with care, or diagnose again on a quieter machine"
-        )
+    _note_over_ceiling(d)
     helps = [r for r in d.remedies if _helps(d, r)]
     rest = [r for r in d.remedies if not _helps(d, r)]
     options = (
@@ -278,6 +266,30 @@ def _conclude(d: Diagnosis) -> None:
                 f"({fmt_bytes(avail)}): after the first epoch the page cache holds it and the "
                 f"warm figure ({w:,.0f} img/s) applies, unless other data pushes it out"
             )
+    _whatif_details(d, c)
+
+
+def _note_over_ceiling(d: Diagnosis) -> None:
+    """A note when a remedy or a pipeline measured faster than the ceiling: the machine's load
+    changed between the measurements."""
+    ceiling = d.rate("ceiling")
+    over = [r.name for r in d.remedies if ceiling and r.rate > ceiling * (1 + STALL_THRESHOLD)]
+    over += [
+        f"the {name} pipeline"
+        for name in ("warm", "cold")
+        if ceiling and (d.rate(name) or 0) > ceiling * (1 + STALL_THRESHOLD)
+    ]
+    if over:
+        d.notes.append(
+            f"{', '.join(over)} measured faster than the ceiling "
+            f"({ceiling:,.0f} img/s): the machine's load changed between the measurements; "
+            "compare the figures with care, or diagnose again on a quieter machine"
+        )
+
+
+def _whatif_details(d: Diagnosis, c: float | None) -> None:
+    """The what-if lines: the cores that would feed the ceiling ``c`` (and the target rate),
+    and what a RAM or memmap cache of the dataset would hold."""
     wi = d.whatif
     if wi.get("cores_for_ceiling"):
         d.details.append(

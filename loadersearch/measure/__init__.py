@@ -17,7 +17,8 @@ from __future__ import annotations
 
 from loadersearch.measure import _pagecache as pagecache  # dataset files in the page cache
 from loadersearch.measure._failures import classify_exception
-from loadersearch.measure._forkserver import main, serving
+from loadersearch.measure._forkserver import serving
+from loadersearch.measure._forkserver_process import main
 from loadersearch.measure._hostload import HostLoadMeter, busy_share
 from loadersearch.measure._plan import DEFAULT_PRECISION, MeasurePlan
 from loadersearch.measure._prepare import Prepared, prepare

@@ -17,23 +17,7 @@ taken. Each measured epoch is cut into ``plan.windows_per_epoch`` windows at the
 fractions of the epoch in every trial: window ``k`` is the same part of the same measured
 epoch whatever the configuration, and a window's rate (images/s) compares across lengths.
 
-Per step the loop only takes two clock readings and records CUDA events: the device is
-synchronised at window edges only, and one message is written per window, nothing per step.
-
-What the clocks mean on CUDA, where the host queues device work and runs ahead of it:
-
-* ``wait``: host time blocked in ``next(iterator)``, i.e. waiting for the DataLoader. The
-  device may still be computing earlier steps meanwhile (that overlap is what a good loader
-  configuration buys), so ``wait`` is the time the *training loop* stalled, not the device.
-* ``h2d``: device time of the host-to-device copies, from CUDA events around them, read at
-  window edges. With ``pin_memory`` the copies are asynchronous and may overlap compute; a
-  pageable copy also blocks the host for its duration.
-* ``compute``: the rest of the window, ``seconds - wait - h2d``: the host queuing the step plus
-  every wait for the device (the synchronisation at the window's end, and any inside the step:
-  AMP's GradScaler reads its inf check once per step; the loss itself never synchronises).
-
-The three add up to the window's wall time, which is what the throughput is computed from; the
-parts say where it went. On a CPU everything is synchronous and ``h2d`` is a host-side copy.
+The epoch itself, its windows and what its clocks mean: :mod:`loadersearch.measure._epoch`.
 """
 
 from __future__ import annotations
@@ -41,7 +25,7 @@ from __future__ import annotations
 import itertools
 import math
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,14 +33,15 @@ import torch
 from torch.utils.data import DataLoader, Sampler
 
 from loadersearch._loader_config import LoaderConfig
+from loadersearch.measure._epoch import (
+    DeviceClock,
+    WindowClock,
+    run_epoch,
+    window_edges,
+)
 from loadersearch.measure._plan import MeasurePlan
+from loadersearch.measure._projection import epoch_time_precision
 from loadersearch.measure._result import Window
-
-
-def window_edges(steps: int, windows_per_epoch: int) -> list[int]:
-    """Step counts at which each window of an epoch ends: the same fractions of the epoch in
-    every trial (the same steps in every trial of the same epoch length)."""
-    return [(w + 1) * steps // windows_per_epoch for w in range(windows_per_epoch)]
 
 
 @dataclass
@@ -164,133 +149,6 @@ class _ResidentBatches:
         return self.sampler.num_samples // self.batch_size
 
 
-def move_to_device(batch: Any, device: Any, non_blocking: bool = False) -> Any:
-    """``batch`` with every tensor in it on ``device``: tensors nested in tuples, lists, dicts
-    and namedtuples, and objects with a ``to`` method (custom batch classes); anything else
-    (strings, numbers) as it is. The structure a training loop would move, whatever the
-    collate returns."""
-    if isinstance(batch, torch.Tensor):
-        return batch.to(device, non_blocking=non_blocking)
-    if isinstance(batch, Mapping):
-        return {k: move_to_device(v, device, non_blocking) for k, v in batch.items()}
-    if isinstance(batch, tuple) and hasattr(batch, "_fields"):  # a namedtuple
-        return type(batch)(*(move_to_device(v, device, non_blocking) for v in batch))
-    if isinstance(batch, (tuple, list)):
-        return type(batch)(move_to_device(v, device, non_blocking) for v in batch)
-    if not isinstance(batch, (str, bytes)) and callable(getattr(batch, "to", None)):
-        return batch.to(device, non_blocking=non_blocking)
-    return batch
-
-
-class _Clock:
-    """Device synchronisation and host->device copy timing (CUDA events, read at edges).
-
-    ``barrier`` (several ranks) is called after the device is synchronised, so that every rank
-    starts and ends each window at the same moment and the slowest rank sets the pace."""
-
-    def __init__(self, device: Any, cuda: bool, barrier: Callable[[], None] | None = None) -> None:
-        self.torch = torch
-        self.device = device
-        self.cuda = cuda
-        self.barrier = barrier
-        self.events: list[tuple[Any, Any]] = []
-        self.host_h2d = 0.0
-
-    def sync(self) -> None:
-        if self.cuda:
-            self.torch.cuda.synchronize(self.device)
-        if self.barrier is not None:
-            self.barrier()
-
-    def to_device(self, batch: Any, non_blocking: bool) -> Any:
-        """Every tensor of the batch (nested in tuples, lists, dicts, ...: images, targets and
-        whatever the collate adds) on the device, in the same structure."""
-        if self.cuda:
-            start = self.torch.cuda.Event(enable_timing=True)
-            end = self.torch.cuda.Event(enable_timing=True)
-            start.record()
-            batch = move_to_device(batch, self.device, non_blocking)
-            end.record()
-            self.events.append((start, end))
-            return batch
-        t = time.perf_counter()
-        batch = move_to_device(batch, self.device, False)
-        self.host_h2d += time.perf_counter() - t
-        return batch
-
-    def take_h2d(self) -> float:
-        """Copy seconds since the last call; call after :meth:`sync`."""
-        seconds = self.host_h2d + sum(s.elapsed_time(e) for s, e in self.events) / 1000.0
-        self.events.clear()
-        self.host_h2d = 0.0
-        return seconds
-
-
-@dataclass
-class _WindowClock:
-    """What accumulates between two window edges of an epoch."""
-
-    t0: float  # when the window began (the epoch's ``iter(loader)`` for the first)
-    wait: float = 0.0  # seconds the loop waited for batches
-    start_s: float = 0.0  # the epoch's first-batch latency, in the window that holds it
-
-
-def _run_epoch(
-    loader: DataLoader,
-    clock: _Clock,
-    step_fn: Callable[[Any], None],
-    edges: list[int],
-    non_blocking: bool,
-    end_window: Callable[[int, _WindowClock, float, float], None] | None,
-    after_first_step: Callable[[], None] | None = None,
-    waits: list[float] | None = None,
-) -> tuple[float, list[float]]:
-    """One epoch as a training loop runs it: ``iter(loader)``, then per batch the copy and the
-    step. At each window edge the device is synchronised and ``end_window(win, window,
-    seconds, h2d)`` is called (measured epochs only). ``after_first_step()`` runs once after the
-    epoch's first step (unmeasured epochs only). ``waits`` (a list) gets each step's wait for
-    its batch. Returns the epoch's seconds and each batch's arrival time since
-    ``iter(loader)``."""
-    clock.sync()
-    clock.take_h2d()
-    t_iter = time.perf_counter()
-    it = iter(loader)
-    arrivals: list[float] = []
-    window = _WindowClock(t_iter)
-    win = step = 0
-    t_ask = t_iter
-    for batch in it:
-        t_got = time.perf_counter()
-        window.wait += t_got - t_ask
-        if waits is not None:
-            waits.append(t_got - t_ask)
-        arrivals.append(t_got - t_iter)
-        if step == 0:
-            window.start_s = t_got - t_iter
-        step_fn(clock.to_device(batch, non_blocking))
-        del batch
-        if step == 0 and after_first_step is not None:
-            after_first_step()
-        step += 1
-        if step == edges[win] and win < len(edges) - 1:
-            if end_window is not None:
-                clock.sync()
-                t = time.perf_counter()
-                end_window(win, window, t - window.t0, clock.take_h2d())
-                window = _WindowClock(t)
-            win += 1
-        t_ask = time.perf_counter()
-    window.wait += time.perf_counter() - t_ask  # StopIteration: non-persistent workers end
-    clock.sync()
-    t_end = time.perf_counter()
-    del it
-    if step != edges[-1]:
-        raise RuntimeError(f"the loader gave {step} batches in an epoch instead of {edges[-1]}")
-    if end_window is not None:
-        end_window(win, window, t_end - window.t0, clock.take_h2d())
-    return t_end - t_iter, arrivals
-
-
 def run_loop(
     workload: Any,
     config: LoaderConfig,
@@ -337,41 +195,74 @@ def run_loop(
     dataset_len = len(workload.dataset)
     sized = plan.sized_steps(config, math.ceil(dataset_len / world_size) // config.batch_size)
     sampler = ShortEpochSampler(
-        dataset_len,
-        sized * config.batch_size,
-        seed,
-        rank=rank,
-        world_size=world_size,
+        dataset_len, sized * config.batch_size, seed, rank=rank, world_size=world_size
     )
     loader: Any = make_loader(workload, config, sampler)
-    clock = _Clock(workload.device, workload.cuda, barrier)
+    clock = DeviceClock(workload.device, workload.cuda, barrier)
     non_blocking = bool(config.pin_memory and workload.cuda)
     if resident:
         loader = _ResidentBatches(loader, sampler, clock, config.batch_size)
     record = LoopRecord(target_steps=sized)
-    warm_t0 = time.perf_counter()
+    epoch_args = (loader, clock, workload.step, non_blocking)
     warm_steps = plan.warmup_steps_for(config, sized)
-    warm_s = 0.0
-    for epoch in range(plan.warmup_epochs):
-        sampler.num_samples = warm_steps * config.batch_size
-        first = after_first_step if epoch == 0 else None
-        warm_s, _ = _run_epoch(
-            loader, clock, workload.step, [warm_steps], non_blocking, None, first
-        )
-        on_warmup(epoch, warm_s)
-    record.warmup_s = time.perf_counter() - warm_t0
+    warm_s = _warm_up(
+        record, plan, config, epoch_args, sampler, warm_steps, after_first_step, on_warmup
+    )
     # the last warm-up epoch's rate
     steps = plan.limited_steps(sized, warm_steps, warm_s, config.num_workers)
     if agree is not None:
         steps = agree(steps)
     record.steps = steps
-    measured_edges = window_edges(steps, plan.windows_per_epoch)
     on_measuring(True)
     sampler.num_samples = steps * config.batch_size
     full = (math.ceil(dataset_len / world_size) // config.batch_size) * config.batch_size
+    _measured_epochs(record, plan, config, epoch_args, on_window, before_epoch)
+    _extend(record, plan, config, epoch_args, full, sampler, agree=agree,
+            before_epoch=before_epoch, on_extra=on_extra, finish_by=finish_by)  # fmt: skip
+    on_measuring(False)
+    return record
+
+
+def _warm_up(
+    record: LoopRecord,
+    plan: MeasurePlan,
+    config: LoaderConfig,
+    epoch_args: tuple[Any, ...],
+    sampler: ShortEpochSampler,
+    warm_steps: int,
+    after_first_step: Callable[[], None] | None,
+    on_warmup: Callable[[int, float], None],
+) -> float:
+    """The warm-up epochs of ``warm_steps`` each (``after_first_step`` after the first one's
+    first step); their time in ``record.warmup_s``. Returns the last one's seconds."""
+    loader, clock, step, non_blocking = epoch_args
+    warm_t0 = time.perf_counter()
+    warm_s = 0.0
+    for epoch in range(plan.warmup_epochs):
+        sampler.num_samples = warm_steps * config.batch_size
+        first = after_first_step if epoch == 0 else None
+        warm_s, _ = run_epoch(loader, clock, step, [warm_steps], non_blocking, None, first)
+        on_warmup(epoch, warm_s)
+    record.warmup_s = time.perf_counter() - warm_t0
+    return warm_s
+
+
+def _measured_epochs(
+    record: LoopRecord,
+    plan: MeasurePlan,
+    config: LoaderConfig,
+    epoch_args: tuple[Any, ...],
+    on_window: Callable[[Window], None],
+    before_epoch: Callable[[int], None] | None,
+) -> None:
+    """The plan's measured epochs of ``record.steps`` each: every window sent to
+    ``on_window`` as it ends, every epoch's timeline appended to ``record.epochs``."""
+    loader, clock, step, non_blocking = epoch_args
+    steps = record.steps
+    measured_edges = window_edges(steps, plan.windows_per_epoch)
     for epoch in range(plan.epochs):
 
-        def end_window(win: int, clock_: _WindowClock, seconds: float, h2d: float) -> None:
+        def end_window(win: int, clock_: WindowClock, seconds: float, h2d: float) -> None:
             steps_in_window = measured_edges[win] - (measured_edges[win - 1] if win else 0)
             window = Window(
                 index=len(record.windows),
@@ -391,27 +282,13 @@ def run_loop(
             before_epoch(epoch)
         waits: list[float] = []
         t0 = time.monotonic()
-        seconds, arrivals = _run_epoch(
-            loader, clock, workload.step, measured_edges, non_blocking, end_window, waits=waits
+        seconds, arrivals = run_epoch(
+            loader, clock, step, measured_edges, non_blocking, end_window, waits=waits
         )
         record.epochs.append({"seconds": seconds, "arrivals": arrivals, "t0": t0, "waits": waits})
-    _extend(
-        record,
-        plan,
-        config,
-        (loader, clock, workload.step, non_blocking),
-        full,
-        sampler,
-        agree=agree,
-        before_epoch=before_epoch,
-        on_extra=on_extra,
-        finish_by=finish_by,
-    )
-    on_measuring(False)
-    return record
 
 
-def _no_window(win: int, window: _WindowClock, seconds: float, h2d: float) -> None:
+def _no_window(win: int, window: WindowClock, seconds: float, h2d: float) -> None:
     """An added epoch's window edge: synchronised like a planned epoch's, nothing sent."""
 
 
@@ -449,7 +326,6 @@ def _extend(
     ``on_extra(n, precision)`` after each. Several ranks go on while any of them
     wants to and one more epoch fits for all of them (two ``agree`` calls per epoch on every
     rank: ``agree`` is the smallest answer), so that they stay in step."""
-    from loadersearch.measure._projection import epoch_time_precision
 
     def precision() -> float | None:
         return epoch_time_precision(
@@ -485,7 +361,7 @@ def _extend(
             before_epoch(len(record.epochs))
         waits: list[float] = []
         t0 = time.monotonic()
-        seconds, arrivals = _run_epoch(
+        seconds, arrivals = run_epoch(
             loader, clock, step, edges, non_blocking, _no_window, waits=waits
         )
         record.epochs.append({"seconds": seconds, "arrivals": arrivals, "t0": t0, "waits": waits})

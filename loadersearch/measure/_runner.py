@@ -37,6 +37,7 @@ from loadersearch._loader_config import LoaderConfig
 from loadersearch.measure._failures import classify_exit
 from loadersearch.measure._forkserver import ForkedChild, ForkServerTimeout, server_for_one
 from loadersearch.measure._hostload import HostLoadMeter, busy_share
+from loadersearch.measure._messages import FollowState, handle
 from loadersearch.measure._plan import MeasurePlan
 from loadersearch.measure._result import (
     ERROR,
@@ -59,33 +60,6 @@ REAP_TIMEOUT_S = 5.0
 # (DataLoader workers that cannot pass a file descriptor wait for ever): end it now, with the
 # limit named, rather than at the measurement's time limit (minutes on a GPU plan).
 FD_HANG_S = 10.0
-_RESULT_FIELDS = (
-    "steady_rate",
-    "start_cost_s",
-    "epoch_time_s",
-    "objective",
-    "window_cv",
-    "wait_fraction",
-    "warmup_s",
-    "peak_vram_bytes",
-    "peak_allocated_bytes",
-    "peak_reserved_bytes",
-    "nvml_peak_bytes",
-    "cuda_overhead_bytes",
-    "memory_fraction",
-    "alloc_retries",
-    "alloc_ooms",
-    "gpu_util_mean",
-    "cpu_util_mean",
-    "peak_rss_bytes",
-    "shm_peak_bytes",
-    "nvml",
-    "epoch_steps",
-    "precision",
-    "extra_epochs",
-    "page_cache",
-    "steps",
-)
 
 _subreaper = False
 
@@ -129,21 +103,7 @@ def measure(
     """
     _become_subreaper()
     busy_share()  # a bad $LOADERSEARCH_BUSY_SHARE is refused before anything runs
-    workload = workload_for(workload, config)  # a configuration that names its cache
-    if workload.data is None and workload.pipeline is None:
-        # generate the default dataset here, not inside the timed child
-        from loadersearch.workload import default_dataset
-
-        workload = dataclasses.replace(workload, data=default_dataset())
-    if workload.cache == "memmap" and workload.pipeline is None and not prepared:
-        # build a missing or stale memmap cache here too, not inside the child's time limit
-        from loadersearch.errors import LoaderSearchError
-        from loadersearch.workload import prepare_cache
-
-        try:
-            prepare_cache(workload)
-        except LoaderSearchError:
-            pass  # the child meets it again, and it comes back as the result's status
+    workload = _ready_workload(workload, config, prepared)
     result = MeasureResult(
         config=config,
         status=ERROR,
@@ -155,19 +115,7 @@ def measure(
     spec = json.dumps(
         {"workload": workload.to_dict(), "config": config.to_dict(), "plan": plan.to_dict()}
     )
-    env = None
-    if workload.pipeline is not None:  # the child imports the user's modules
-        from loadersearch.workload import child_environ
-
-        env = child_environ(workload.pipeline)
-    skipped_file = None
-    if workload.skip_bad_samples and workload.pipeline is None:
-        # where the child and its DataLoader workers name the images they replace
-        from loadersearch.workload import SKIPPED_ENV
-
-        fd, skipped_file = tempfile.mkstemp(prefix="loadersearch-skipped-")
-        os.close(fd)
-        env = {**(env if env is not None else os.environ), SKIPPED_ENV: skipped_file}
+    env, skipped_file = _child_env(workload)
     # The fixed cost (overhead_s) runs from here: the fork, or a whole server's start when no
     # serving() block keeps one.
     t0 = time.monotonic()
@@ -206,6 +154,47 @@ def measure(
             result.wall_s = end - t0
             result.phases = phases_of(marks, t0, end)
     return result
+
+
+def _ready_workload(workload: WorkloadSpec, config: LoaderConfig, prepared: bool) -> WorkloadSpec:
+    """``workload`` as the child measures it: with the cache ``config`` names, the default
+    dataset generated and (unless ``prepared``) a memmap cache built here, outside the child's
+    time limit."""
+    workload = workload_for(workload, config)  # a configuration that names its cache
+    if workload.data is None and workload.pipeline is None:
+        # generate the default dataset here, not inside the timed child
+        from loadersearch.workload import default_dataset
+
+        workload = dataclasses.replace(workload, data=default_dataset())
+    if workload.cache == "memmap" and workload.pipeline is None and not prepared:
+        # build a missing or stale memmap cache here too, not inside the child's time limit
+        from loadersearch.errors import LoaderSearchError
+        from loadersearch.workload import prepare_cache
+
+        try:
+            prepare_cache(workload)
+        except LoaderSearchError:
+            pass  # the child meets it again, and it comes back as the result's status
+    return workload
+
+
+def _child_env(workload: WorkloadSpec) -> tuple[dict[str, str] | None, str | None]:
+    """The child's environment (None: this process's) and the file it names skipped images
+    in (None without ``skip_bad_samples``)."""
+    env = None
+    if workload.pipeline is not None:  # the child imports the user's modules
+        from loadersearch.workload import child_environ
+
+        env = child_environ(workload.pipeline)
+    skipped_file = None
+    if workload.skip_bad_samples and workload.pipeline is None:
+        # where the child and its DataLoader workers name the images they replace
+        from loadersearch.workload import SKIPPED_ENV
+
+        fd, skipped_file = tempfile.mkstemp(prefix="loadersearch-skipped-")
+        os.close(fd)
+        env = {**(env if env is not None else os.environ), SKIPPED_ENV: skipped_file}
+    return env, skipped_file
 
 
 def _collect_skipped(result: MeasureResult, path: str) -> None:
@@ -252,8 +241,7 @@ def _follow(
     stall = min(plan.stall_s, plan.timeout_s)
     deadline = t0 + plan.timeout_s
     last = t0
-    phase = "start-up"
-    started = False  # the stall limit applies from "ready" on; start-up has only the timeout
+    state = FollowState()
     buf = b""
     fd_said: float | None = None  # when the child's output first said "too many open files"
     while True:
@@ -261,17 +249,17 @@ def _follow(
         if now >= deadline:
             return _timeout(
                 result,
-                f"the measurement passed its {plan.timeout_s:g} s limit during {phase}",
+                f"the measurement passed its {plan.timeout_s:g} s limit during {state.phase}",
                 log,
             )
-        if started and now - last >= stall:
+        if state.started and now - last >= stall:
             return _timeout(
                 result,
-                f"no progress for {stall:g} s during {phase}: a DataLoader worker or the "
+                f"no progress for {stall:g} s during {state.phase}: a DataLoader worker or the "
                 "training loop hung",
                 log,
             )
-        until = min(deadline, last + stall) if started else deadline
+        until = min(deadline, last + stall) if state.started else deadline
         ready, _, _ = select.select([read_fd], [], [], min(until - now, 1.0))
         if not ready:
             now = time.monotonic()
@@ -281,7 +269,7 @@ def _follow(
                 result.status, result.reason = INFEASIBLE, RESOURCE_LIMIT
                 result.message = (
                     f"the measuring process ran out of file descriptors and made no progress "
-                    f"for {FD_HANG_S:g} s during {phase}: {fd_problem()}"
+                    f"for {FD_HANG_S:g} s during {state.phase}: {fd_problem()}"
                 )
                 return None
             continue
@@ -293,7 +281,7 @@ def _follow(
                 pass
             code = proc.returncode if proc.returncode is not None else 1
             result.status, result.reason, result.message = classify_exit(
-                code, _stderr_tail(log), started=started
+                code, _stderr_tail(log), started=state.started
             )
             return None
         buf += chunk
@@ -303,55 +291,7 @@ def _follow(
                 continue
             msg = json.loads(line)
             last = time.monotonic()
-            kind = msg.pop("type")
-            if kind == "ready":
-                result.overhead_s = last - t0
-                if isinstance(msg.get("started"), (int, float)):
-                    marks["started"] = float(msg["started"])
-                marks["ready"] = marks["measuring"] = last
-                result.device = msg["device"]
-                result.dataset_images = msg["dataset_images"]
-                result.img_size = msg["img_size"]
-                result.emulated = msg["emulated"]
-                result.notes.extend(msg["notes"])
-                phase = "the warm-up"
-                started = True
-                if meter is not None:
-                    meter.start()
-                if on_ready is not None:
-                    on_ready(result)
-            elif kind == "warmup":
-                phase = "the warm-up"
-                marks["measuring"] = last
-                if meter is not None:  # the measured epochs start after the last warm-up
-                    meter.start()
-            elif kind == "window":
-                window = Window.from_dict(msg)
-                result.windows.append(window)
-                marks["window"] = last
-                phase = f"window {window.index + 1}"
-                if on_window is not None and on_window(window) is False:
-                    result.status = PRUNED
-                    result.message = f"pruned after window {window.index}"
-                    marks["done"] = last
-                    return None
-            elif kind == "extra_epoch":  # for the precision: progress, nothing to report
-                phase = f"extra measured epoch {msg['n']} (for the precision)"
-                # it comes at the added epoch's end: the epoch began with the last window's end
-                marks.setdefault("extra", marks.get("window", last))
-            elif kind == "result":
-                for name in _RESULT_FIELDS:
-                    setattr(result, name, msg.get(name))
-                result.notes.extend(msg.get("notes", []))
-                result.ranks = msg.get("ranks") or []  # several ranks (measure.ranks) only
-                result.status = OK
-                marks["done"] = last
-                return None
-            elif kind == "error":
-                result.status = msg["status"]
-                result.reason = msg["reason"]
-                result.message = msg["message"]
-                logger.debug("measurement failed in the child:\n%s", msg.get("traceback", ""))
+            if handle(msg, state, result, marks, t0, last, on_window, on_ready, meter):
                 return None
 
 

@@ -7,7 +7,7 @@ the same studies.
   :func:`autoloader`, which wraps an existing DataLoader's arguments.
 - :mod:`._tuner`: which configuration next, when to drop one, when to settle (pure logic).
 - :mod:`._report`: :class:`OnlineReport`, the choice, its cost and its saving.
-- :mod:`._study`: seeds from a stored study of this hardware; the result written back.
+- :mod:`._shared_study`: seeds from a stored study of this hardware; the result written back.
 """
 
 from __future__ import annotations

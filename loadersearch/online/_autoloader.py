@@ -385,7 +385,7 @@ class AutoLoader:
     def _seeds(
         self, study: str, storage: str | None
     ) -> tuple[list[LoaderConfig], tuple[str, str] | None]:
-        from loadersearch.online._study import seeds_from_study
+        from loadersearch.online._shared_study import seeds_from_study
 
         return seeds_from_study(study, storage, self._fit)
 
@@ -545,7 +545,7 @@ class AutoLoader:
         )
         _logger.info("%s", self.report.summary())
         if self._write_back is not None:
-            from loadersearch.online._study import record_online
+            from loadersearch.online._shared_study import record_online
 
             record_online(self._write_back, self.report)
 

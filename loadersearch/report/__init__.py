@@ -2,7 +2,7 @@
 the one-page HTML report, and the notes optuna-dashboard shows. Knows nothing of how a trial
 ran.
 
-- :mod:`._study`: open a study for reading.
+- :mod:`._reading`: open a study for reading.
 - :mod:`._summary`: :func:`summarize`, the winner (confirmed, else the best trial), the
   baselines' speedups, every trial ranked, the tuning cost.
 - :mod:`._answer`: :func:`load_best`, :func:`env_lines` and the lines to paste
@@ -53,7 +53,7 @@ from loadersearch.report._notes import (
 )
 from loadersearch.report._plots import write_plots
 from loadersearch.report._progress import PlainProgress, RichProgress, make_progress
-from loadersearch.report._study import open_study, space_fixed
+from loadersearch.report._reading import open_study, space_fixed
 from loadersearch.report._summary import BaselineResult, Finalist, Summary, Winner, summarize
 from loadersearch.report._text import dashboard_command, render_summary
 

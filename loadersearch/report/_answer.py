@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from loadersearch._loader_config import LoaderConfig
 from loadersearch.errors import StudyError
-from loadersearch.report._study import open_study
+from loadersearch.report._reading import open_study
 from loadersearch.report._summary import Summary, summarize
 
 

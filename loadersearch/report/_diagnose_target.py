@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from loadersearch._loader_config import LoaderConfig
 from loadersearch.errors import StudyError
-from loadersearch.report._study import open_study
+from loadersearch.report._reading import open_study
 
 if TYPE_CHECKING:
     from loadersearch.diagnose import Target

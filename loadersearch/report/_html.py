@@ -34,7 +34,8 @@ from loadersearch.report._format import (
 )
 from loadersearch.report._importance import Importance, importances
 from loadersearch.report._plots import figures, write_figures_html, write_pngs
-from loadersearch.report._summary import COMPLETE, Summary, summarize
+from loadersearch.report._summary import Summary, summarize
+from loadersearch.report._trials import COMPLETE
 
 if TYPE_CHECKING:
     import optuna

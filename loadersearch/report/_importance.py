@@ -33,8 +33,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from loadersearch.report._study import space_fixed
-from loadersearch.report._summary import COMPLETE, INFEASIBLE, PRUNED, trial_kind
+from loadersearch.report._reading import space_fixed
+from loadersearch.report._trials import COMPLETE, INFEASIBLE, PRUNED, trial_kind
 from loadersearch.search import Z90, trial_noise
 
 if TYPE_CHECKING:

@@ -47,15 +47,17 @@ from loadersearch.report._format import (
 from loadersearch.report._importance import Importance, importances
 from loadersearch.report._plots import importance_figure, importance_title, window_figure_png
 from loadersearch.report._summary import (
+    Finalist,
+    Summary,
+    Winner,
+    summarize,
+)
+from loadersearch.report._trials import (
     COMPLETE,
     FAILED,
     INFEASIBLE,
     PRUNED,
     RUNNING,
-    Finalist,
-    Summary,
-    Winner,
-    summarize,
     trial_kind,
 )
 from loadersearch.search import stored_spec

@@ -15,22 +15,23 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from loadersearch._loader_config import LoaderConfig
-from loadersearch.report._study import space_fixed
+from loadersearch.report._reading import space_fixed
+from loadersearch.report._trials import (
+    COMPLETE,
+    INFEASIBLE,
+    KINDS,
+    PRUNED,
+    confirm_seconds,
+    n_windows,
+    phase_seconds,
+    pruning_savings,
+    trial_kind,
+    trial_rows,
+)
 from loadersearch.search import stored_spec
 
 if TYPE_CHECKING:
     import optuna
-
-# What a trial came to, in the order the trial table lists them.
-COMPLETE, PRUNED, INFEASIBLE, FAILED, RUNNING, QUEUED = (
-    "complete",
-    "pruned",
-    "infeasible",
-    "failed",
-    "running",
-    "queued",  # WAITING: enqueued (a baseline, or a retry of an interrupted trial), not started
-)
-KINDS = (COMPLETE, PRUNED, INFEASIBLE, FAILED, RUNNING, QUEUED)
 
 
 @dataclass
@@ -158,7 +159,7 @@ def summarize(study: optuna.Study) -> Summary:
         _baseline_result(b, trials, by_baseline.get(b["name"]), winner, dataset_images, epochs)
         for b in attrs.get("baselines") or []
     ]
-    rows = _rows(trials, fixed)
+    rows = trial_rows(trials, fixed)
     counts = {kind: 0 for kind in KINDS}
     for row in rows:
         counts[row["state"]] += 1
@@ -172,13 +173,13 @@ def summarize(study: optuna.Study) -> Summary:
         baselines=baselines,
         counts=counts,
         rows=rows,
-        pruning=_pruning(trials, _n_windows(attrs)),
+        pruning=pruning_savings(trials, n_windows(attrs)),
         probe=attrs.get("probe"),
         hardware=attrs.get("hardware") or {},
         cpu_budget=(attrs.get("cpu_budget") or {}).get("line"),
         gpus=int(stored_spec(attrs, "workload").get("gpus") or 1),
         finalists=finalists,
-        confirm_s=_confirm_seconds(confirmation),
+        confirm_s=confirm_seconds(confirmation),
         confirm_measured=len(confirmation["measurements"]) if confirmation else 0,
         confirm_skipped=int(confirmation.get("skipped") or 0) if confirmation else 0,
         confirmed_after=confirmation.get("finished_trials") if confirmation else None,
@@ -186,24 +187,8 @@ def summarize(study: optuna.Study) -> Summary:
         cache=_cache_answer(attrs, winner, ranked, fixed, dataset_images),
         skipped=attrs.get("skipped_samples") or {},
         settled=attrs.get("settled") or None,
-        phases=_phases(trials),
+        phases=phase_seconds(trials),
     )
-
-
-def trial_kind(trial: optuna.trial.FrozenTrial) -> str:
-    """complete, pruned, infeasible (COMPLETE with value 0 and a reason), failed, running or
-    queued (WAITING: enqueued, not started)."""
-    from optuna.trial import TrialState
-
-    if trial.state == TrialState.COMPLETE:
-        return COMPLETE if trial.user_attrs.get("feasible", True) else INFEASIBLE
-    if trial.state == TrialState.PRUNED:
-        return PRUNED
-    if trial.state == TrialState.FAIL:
-        return FAILED
-    if trial.state == TrialState.WAITING:
-        return QUEUED
-    return RUNNING
 
 
 def _dataset_images(ranked: list[optuna.trial.FrozenTrial]) -> int:
@@ -377,97 +362,3 @@ def _baseline_result(
             if winner.epoch_time_s is not None:
                 result.saved_s = (result.epoch_time_s - winner.epoch_time_s) * epochs
     return result
-
-
-def _rows(trials: list[optuna.trial.FrozenTrial], fixed: dict[str, Any]) -> list[dict[str, Any]]:
-    """Every trial as a table row, complete ones best first, then pruned, infeasible, ..."""
-    from loadersearch.search import config_from_params
-
-    rows = []
-    for t in trials:
-        ua = t.user_attrs
-        kind = trial_kind(t)
-        # An enqueued trial has no params yet: its configuration is what was enqueued.
-        params = t.params or t.system_attrs.get("fixed_params") or {}
-        config = config_from_params(params, fixed) if params or fixed else None
-        rows.append(
-            {
-                "trial": t.number,
-                "state": kind,
-                "value": t.value if kind == COMPLETE else None,
-                "config": config.label() if config else "",
-                "baseline": ua.get("baseline"),
-                "reason": ua.get("infeasible_reason") or ua.get("reason"),
-                "steady_rate": ua.get("steady_rate"),
-                # A pruned measurement stops before its figures are computed.
-                "wait_fraction": ua.get("wait_fraction") if kind != PRUNED else None,
-                "window_cv": ua.get("window_cv") if kind != PRUNED else None,
-                "peak_vram_bytes": ua.get("peak_vram_bytes"),
-                "host": ua.get("host"),
-                "repeat_of": ua.get("repeat_of"),
-                "retry_of": ua.get("retry_of"),
-                "windows_done": ua.get("windows_done"),
-                "online": bool(ua.get("online")),  # measured by AutoLoader in a real loop
-                # the machine while it measured (measure.hostload); None where not measured
-                "outside_share": ua.get("outside_share"),
-                "busy_host": bool(ua.get("busy_host")),
-                "remeasured": ua.get("remeasured") is not None,
-                "unreliable": bool(ua.get("unreliable")),
-            }
-        )
-    rows.sort(key=lambda r: (KINDS.index(r["state"]), -(r["value"] or 0.0), r["trial"]))
-    return rows
-
-
-def _n_windows(attrs: dict[str, Any]) -> int:
-    """Windows of a whole trial under the study's plan."""
-    plan = stored_spec(attrs, "plan")
-    return int(plan.get("epochs", 0)) * int(plan.get("windows_per_epoch", 0))
-
-
-def _pruning(trials: list[optuna.trial.FrozenTrial], n_windows: int) -> dict[str, float]:
-    """Seconds spent measuring, and the seconds pruning saved: each pruned trial's remaining
-    windows at its own measured pace."""
-    saved = spent = 0.0
-    for t in trials:
-        ua = t.user_attrs
-        spent += float(ua.get("wall_s") or 0.0)
-        done = int(ua.get("windows_done") or 0)
-        if trial_kind(t) == PRUNED and done and n_windows > done:
-            saved += (n_windows - done) * float(ua.get("measured_s") or 0.0) / done
-    return {
-        "saved_s": round(saved, 1),
-        "spent_s": round(spent, 1),
-        "fraction": round(saved / (saved + spent), 3) if saved + spent > 0 else 0.0,
-    }
-
-
-def _phases(trials: list[optuna.trial.FrozenTrial]) -> dict[str, float]:
-    """The study's seconds by phase, summed over the trials that recorded them; "busy" is the
-    measurements of busy trials measured again and not kept, "storage" each trial's time from
-    its start to its end less its measurements' (Optuna's own writes and ours, notes
-    included)."""
-    from loadersearch.measure import PHASES
-
-    totals = dict.fromkeys((*PHASES, "busy", "storage"), 0.0)
-    seen = False
-    for t in trials:
-        phases = t.user_attrs.get("phases")
-        if not phases:
-            continue
-        seen = True
-        for name in PHASES:
-            totals[name] += float(phases.get(name) or 0.0)
-        dropped = float((t.user_attrs.get("remeasured") or {}).get("dropped_wall_s") or 0.0)
-        totals["busy"] += dropped
-        if t.datetime_start and t.datetime_complete:
-            span = (t.datetime_complete - t.datetime_start).total_seconds()
-            measured = float(t.user_attrs.get("wall_s") or 0.0) + dropped
-            totals["storage"] += max(0.0, span - measured)
-    return {k: round(v, 1) for k, v in totals.items()} if seen else {}
-
-
-def _confirm_seconds(confirmation: dict[str, Any] | None) -> float:
-    if not confirmation:
-        return 0.0
-    return round(sum(float(m.get("wall_s") or 0.0) for m in confirmation["measurements"]), 1)

@@ -59,7 +59,6 @@ def render_summary(
     """The answer: winner, speedups, epoch time, the snippet and the dashboard command
     (on ``console``, default stdout)."""
     from rich.console import Console
-    from rich.table import Table
 
     console = console or Console(highlight=False)
     label = " [bold red]EMULATED[/]" if summary.emulated else ""
@@ -71,20 +70,9 @@ def render_summary(
         for line in answer_lines(summary):
             console.print(line, soft_wrap=True, markup=False)
         return
-    c = summary.counts
     console.print()
     console.print(f"[bold]Study {summary.study}[/]{label}: {summary.description}")
-    head = (
-        f"{c['complete'] + c['infeasible'] + c['pruned']} trials: {c['complete']} complete, "
-        f"{c['pruned']} pruned, {c['infeasible']} infeasible"
-        + (f", {c['failed']} failed" if c["failed"] else "")
-        + (f", {c['queued']} queued (run the same command to measure)" if c["queued"] else "")
-    )
-    if ran is not None:
-        head += f"; {ran} run now"
-    if elapsed_s is not None:
-        head += f" in {duration(elapsed_s)}"
-    console.print(head)
+    console.print(_counts_line(summary, ran, elapsed_s))
     settled = settled_line(summary)
     if settled:
         console.print(settled[0].upper() + settled[1:], soft_wrap=True)
@@ -119,13 +107,7 @@ def render_summary(
     for line in skipped_lines(summary, names=10):
         console.print(line, soft_wrap=True, markup=False)
     if summary.baselines:
-        table = Table(title="Against the baselines", title_justify="left")
-        for col in baseline_header(summary.epochs_planned):
-            table.add_column(col)
-        for b in summary.baselines:
-            table.add_row(*baseline_cells(b))
-        console.print(table)
-        console.print(f"[dim]{baselines_source(summary)}[/]")
+        _print_baselines(summary, console)
     if summary.cache is not None and summary.cache.mode != "none":
         console.print(
             f"\nThe winner reads its images from the {summary.cache.mode} cache: the line below "
@@ -141,3 +123,32 @@ def render_summary(
     for line in answer_lines(summary):
         console.print(f"  {line}", soft_wrap=True, markup=False)
     console.print(f"\nOpen the study: {dashboard_command(storage)}")
+
+
+def _counts_line(summary: Summary, ran: int | None, elapsed_s: float | None) -> str:
+    """``40 trials: 30 complete, 8 pruned, 2 infeasible; 12 run now in 3 min``."""
+    c = summary.counts
+    head = (
+        f"{c['complete'] + c['infeasible'] + c['pruned']} trials: {c['complete']} complete, "
+        f"{c['pruned']} pruned, {c['infeasible']} infeasible"
+        + (f", {c['failed']} failed" if c["failed"] else "")
+        + (f", {c['queued']} queued (run the same command to measure)" if c["queued"] else "")
+    )
+    if ran is not None:
+        head += f"; {ran} run now"
+    if elapsed_s is not None:
+        head += f" in {duration(elapsed_s)}"
+    return head
+
+
+def _print_baselines(summary: Summary, console: Console) -> None:
+    """The table of the winner against each baseline, and where the baselines' figures are from."""
+    from rich.table import Table
+
+    table = Table(title="Against the baselines", title_justify="left")
+    for col in baseline_header(summary.epochs_planned):
+        table.add_column(col)
+    for b in summary.baselines:
+        table.add_row(*baseline_cells(b))
+    console.print(table)
+    console.print(f"[dim]{baselines_source(summary)}[/]")

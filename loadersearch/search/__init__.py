@@ -18,35 +18,28 @@ from loadersearch.search._confirm import (
     remeasure_interleaved,
     trial_config,
 )
+from loadersearch.search._defaults import cpu_bound, default_plan
 from loadersearch.search._objective import (
     CONSTRAINT,
     METRIC_NAME,
     Objective,
     TrialCrash,
-    result_attrs,
     unusable_input,
-    window_value,
-    window_wait,
 )
 from loadersearch.search._opening import (
+    create_or_resume_study,
     describe_spec,
     make_pruner,
-    open_study,
     settings_from_study,
     stored_spec,
 )
 from loadersearch.search._progress import Progress
 from loadersearch.search._settings import (
-    NOT_IDENTITY,
     SPEC_SECTIONS,
     Overrides,
     StudySettings,
-    cpu_bound,
-    default_plan,
-    foreign_study_problems,
     load_spec_file,
     parse_size,
-    require_loadersearch_study,
     resolve_pipeline,
     resolve_settings,
 )
@@ -60,6 +53,12 @@ from loadersearch.search._space import (
     parse_assignment,
 )
 from loadersearch.search._study import RunOutcome, enqueue_baselines, join_study, run_study
+from loadersearch.search._study_identity import (
+    NOT_IDENTITY,
+    foreign_study_problems,
+    require_loadersearch_study,
+)
+from loadersearch.search._trial_values import result_attrs, window_value, window_wait
 
 # Imported on first use: their modules import torch, numpy or optuna (loadersearch._lazy).
 _LAZY = {
@@ -101,6 +100,7 @@ __all__ = [
     "config_from_params",
     "confirm_study",
     "cpu_bound",
+    "create_or_resume_study",
     "default_plan",
     "default_worker_bound",
     "describe_spec",
@@ -112,7 +112,6 @@ __all__ = [
     "make_pruner",
     "make_sampler",
     "noise_margin",
-    "open_study",
     "optimize_to_total",
     "parse_assignment",
     "parse_size",

@@ -186,6 +186,9 @@ def _heartbeat_interval(study: optuna.Study) -> int | None:
     return get() if get is not None else None
 
 
+# Over 80 lines with its docstring: the loop and the closures it hands Optuna (the trial this
+# process runs, the budget check before it) share one run's state; what each trial does is in
+# _measure_trial, one optimize call in _optimize_one.
 def optimize_to_total(
     study: optuna.Study,
     objective: Any,
@@ -220,13 +223,7 @@ def optimize_to_total(
     counted = tuple(states or (TrialState.COMPLETE, TrialState.PRUNED))
     if study.user_attrs.get("trials") != total:
         study.set_user_attr("trials", total)
-    attrs = dict(trial_attrs or {})
-    stored = study.user_attrs.get("hardware")
-    if stored:
-        # The refusal happened when the study was opened; here the differences are recorded.
-        differences = check_compatible(stored, fingerprint(), allow_mixed=True)
-        if differences:
-            attrs["hardware_differences"] = differences
+    attrs = _trial_attrs(study, trial_attrs)
     interval = _heartbeat_interval(study)
     # Waiting workers notice the end (or a stale trial) quickly; a count query is cheap.
     poll = poll_seconds or min(float(interval or 2), 2.0)
@@ -260,59 +257,13 @@ def optimize_to_total(
         if ahead_of(trial.number) >= total:
             trial.set_user_attr("surplus", "budget reached by other workers; not measured")
             raise _BudgetReached
-        for key, value in attrs.items():
-            trial.set_user_attr(key, value)
-        # Who runs it: a later run on this host can tell when this process is gone.
-        trial.set_user_attr("host", here)
-        trial.set_user_attr("pid", os.getpid())
-        trial.storage.set_trial_system_attr(trial._trial_id, PROCESS_ATTR, process_key)
-        try:
-            return objective(trial)
-        except KeyboardInterrupt as e:
-            interrupt = e if isinstance(e, Interrupted) else Interrupted()
-            if _mark_for_rerun(trial, f"interrupted by {interrupt.name}") is not None:
-                interrupt.requeued.append(trial.number)
-            raise interrupt from None
-        except (DatasetError, ResourceLimitError) as e:
-            # The dataset or a limit, not this configuration, failed: measure it again once
-            # that is fixed.
-            _mark_for_rerun(trial, f"stopped: {e}"[:500])
-            raise
-        except StorageError as e:
-            raise _StorageLost(e) from e
-
-    def optimize_one() -> None:
-        try:
-            study.optimize(
-                guarded, n_trials=1, catch=(*catch, _BudgetReached), callbacks=callbacks or []
-            )
-        except _StorageLost as e:
-            raise e.error from None
-        except (AssertionError, UnboundLocalError, ValueError) as e:
-            if _failed_elsewhere(study, current.get("id"), e):
-                raised = current.get("raised")
-                if raised is not None and not isinstance(raised, (*catch, _BudgetReached)):
-                    raise raised from None  # an interruption or a stop still gets through
-                return
-            # Optuna's _run_trial fails this way when it cannot write the trial's end (a full
-            # disk, a lost server); the cause is the storage error in the chain.
-            error = _storage_error_in(e)
-            if error is None:
-                raise
-            raise error from None
+        return _measure_trial(trial, objective, attrs, here, process_key)
 
     while True:
         swallowed = Interrupted.pending()  # a signal Python swallowed in a GC callback
         if swallowed is not None:
             raise swallowed
-        reclaim_dead_trials(study)
-        if interval:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-                optuna.storages.fail_stale_trials(study)
-        trials = study.get_trials(deepcopy=False)
-        finished = sum(t.state in counted for t in trials)
-        running = sum(t.state == TrialState.RUNNING for t in trials)
+        finished, running = _sweep(study, counted, stale=bool(interval))
         if finished >= total:
             return ran
         if finished + running >= total:
@@ -331,5 +282,89 @@ def optimize_to_total(
         waiting_logged = False
         if settle is not None and settle(study):
             return ran
-        optimize_one()
+        _optimize_one(study, guarded, catch, callbacks, current)
         ran += 1
+
+
+def _trial_attrs(study: optuna.Study, trial_attrs: dict[str, Any] | None) -> dict[str, Any]:
+    """The user attributes every trial this process runs gets: ``trial_attrs``, and
+    ``hardware_differences`` when this host differs from the study's stored fingerprint."""
+    attrs = dict(trial_attrs or {})
+    stored = study.user_attrs.get("hardware")
+    if stored:
+        # The refusal happened when the study was opened; here the differences are recorded.
+        differences = check_compatible(stored, fingerprint(), allow_mixed=True)
+        if differences:
+            attrs["hardware_differences"] = differences
+    return attrs
+
+
+def _measure_trial(
+    trial: optuna.Trial, objective: Any, attrs: dict[str, Any], here: str, process_key: str
+) -> Any:
+    """``objective(trial)``, the trial marked with ``attrs`` and who runs it first; a trial
+    stopped by an interruption, the dataset or a limit is marked to be measured again."""
+    for key, value in attrs.items():
+        trial.set_user_attr(key, value)
+    # Who runs it: a later run on this host can tell when this process is gone.
+    trial.set_user_attr("host", here)
+    trial.set_user_attr("pid", os.getpid())
+    trial.storage.set_trial_system_attr(trial._trial_id, PROCESS_ATTR, process_key)
+    try:
+        return objective(trial)
+    except KeyboardInterrupt as e:
+        interrupt = e if isinstance(e, Interrupted) else Interrupted()
+        if _mark_for_rerun(trial, f"interrupted by {interrupt.name}") is not None:
+            interrupt.requeued.append(trial.number)
+        raise interrupt from None
+    except (DatasetError, ResourceLimitError) as e:
+        # The dataset or a limit, not this configuration, failed: measure it again once
+        # that is fixed.
+        _mark_for_rerun(trial, f"stopped: {e}"[:500])
+        raise
+    except StorageError as e:
+        raise _StorageLost(e) from e
+
+
+def _optimize_one(
+    study: optuna.Study,
+    guarded: Callable[[optuna.Trial], Any],
+    catch: tuple[type[Exception], ...],
+    callbacks: list | None,
+    current: dict[str, Any],
+) -> None:
+    """One trial of ``study.optimize``; the storage's error, not Optuna's, when the trial's
+    end could not be written (``current``: the trial's id and what its objective raised)."""
+    try:
+        study.optimize(
+            guarded, n_trials=1, catch=(*catch, _BudgetReached), callbacks=callbacks or []
+        )
+    except _StorageLost as e:
+        raise e.error from None
+    except (AssertionError, UnboundLocalError, ValueError) as e:
+        if _failed_elsewhere(study, current.get("id"), e):
+            raised = current.get("raised")
+            if raised is not None and not isinstance(raised, (*catch, _BudgetReached)):
+                raise raised from None  # an interruption or a stop still gets through
+            return
+        # Optuna's _run_trial fails this way when it cannot write the trial's end (a full
+        # disk, a lost server); the cause is the storage error in the chain.
+        error = _storage_error_in(e)
+        if error is None:
+            raise
+        raise error from None
+
+
+def _sweep(study: optuna.Study, counted: tuple, *, stale: bool) -> tuple[int, int]:
+    """Reclaim the trials of dead processes on this host (and, with heartbeats, ``stale``,
+    fail the stale ones anywhere); then ``(finished, running)``: the trials in ``counted``
+    states and those running."""
+    reclaim_dead_trials(study)
+    if stale:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            optuna.storages.fail_stale_trials(study)
+    trials = study.get_trials(deepcopy=False)
+    finished = sum(t.state in counted for t in trials)
+    running = sum(t.state == TrialState.RUNNING for t in trials)
+    return finished, running

@@ -24,9 +24,10 @@ from typing import TYPE_CHECKING, Any
 from loadersearch._loader_config import LoaderConfig
 from loadersearch.measure import DEFAULT_PRECISION, OK, MeasureResult
 from loadersearch.search._baselines import baseline_names
-from loadersearch.search._objective import Objective, result_attrs
+from loadersearch.search._objective import Objective
 from loadersearch.search._progress import Progress
 from loadersearch.search._space import config_from_params
+from loadersearch.search._trial_values import result_attrs
 
 if TYPE_CHECKING:
     import optuna

@@ -17,14 +17,16 @@ from loadersearch.errors import StudyError
 from loadersearch.measure import MeasurePlan
 from loadersearch.search._objective import METRIC_NAME
 from loadersearch.search._settings import (
-    NOT_IDENTITY,
     PRUNERS,
     SAMPLERS,
     StudySettings,
+)
+from loadersearch.search._space import SearchSpace
+from loadersearch.search._study_identity import (
+    NOT_IDENTITY,
     foreign_study_problems,
     require_loadersearch_study,
 )
-from loadersearch.search._space import SearchSpace
 from loadersearch.workload import WorkloadSpec, uses_cuda
 
 if TYPE_CHECKING:
@@ -152,7 +154,7 @@ def make_pruner(name: str, n_windows: int) -> optuna.pruners.BasePruner:
     raise StudyError(f"unknown pruner {name!r}; choose one of {', '.join(PRUNERS)}.")
 
 
-def open_study(
+def create_or_resume_study(
     settings: StudySettings,
     hardware: Hardware,
     *,
@@ -212,7 +214,8 @@ def open_study(
 
 def stored_spec(attrs: Mapping[str, Any], part: str) -> dict[str, Any]:
     """A copy of one part (``workload``, ``plan`` or ``space``) of the spec a study stores in
-    its user attributes ``attrs`` (:func:`open_study` writes it); empty when it has none."""
+    its user attributes ``attrs`` (:func:`create_or_resume_study` writes it); empty when it
+    has none."""
     return dict((attrs.get("spec") or {}).get(part) or {})
 
 
@@ -337,9 +340,9 @@ def settings_from_study(
 ) -> StudySettings:
     """Rebuild the settings stored in a study (for a worker joining it). A stored pipeline is
     someone else's data until shown to be the user's code: it passes
-    :func:`loadersearch.workload._refs.admit_stored` under ``trust`` (default: modules under the
-    working directory only), its references shown with ``show`` before any is imported. The
-    stored cache directory is not used: this machine's own default is."""
+    :func:`loadersearch.workload._stored_refs.admit_stored` under ``trust`` (default: modules
+    under the working directory only), its references shown with ``show`` before any is
+    imported. The stored cache directory is not used: this machine's own default is."""
     from loadersearch.workload import PipelineTrust, admit_stored
 
     require_joinable(study)

@@ -25,7 +25,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
-from loadersearch._hardware import CpuBudget, Hardware
+from loadersearch._hardware import Hardware
 from loadersearch._options import (
     OFF,
     ON,
@@ -40,9 +40,10 @@ from loadersearch._options import (
 )
 from loadersearch._options import parse_size as config_parse_size
 from loadersearch.errors import SpecError
-from loadersearch.measure import DEFAULT_PRECISION, MeasurePlan
-from loadersearch.search._space import KNOBS, SearchSpace, SpaceError, default_worker_bound
-from loadersearch.workload import PipelineSpec, WorkloadSpec, check_gpus, uses_cuda
+from loadersearch.measure import MeasurePlan
+from loadersearch.search._defaults import cpu_bound, default_plan, default_space
+from loadersearch.search._space import KNOBS, SearchSpace, SpaceError
+from loadersearch.workload import PipelineSpec, WorkloadSpec, check_gpus
 
 PRUNERS = ("wilcoxon", "median", "none")
 SAMPLERS = ("structured", "tpe", "gp", "random")  # the first is the default (landscape zoo)
@@ -51,6 +52,7 @@ if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
+
 
 @dataclass(frozen=True)
 class StudySettings:
@@ -254,34 +256,13 @@ def resolve_settings(
     any storage is opened or created."""
     data = load_spec_file(spec_file) if spec_file else {}
     base = os.path.dirname(os.path.abspath(spec_file)) if spec_file else os.getcwd()
-    values: dict[type, dict[str, Any]] = {}
-    for section in _OWNERS:
-        table = dict(data.get(section, {}))
-        for key, value in table.items():
-            if _KEYS[section][key][2].kind == SIZE:  # the file's is text; the command line's bytes
-                try:
-                    table[key] = parse_size(value)
-                except SpecError as e:  # name the file and the key, as the other spec errors do
-                    raise SpecError(f"study spec {spec_file}: [{section}] {key}: {e}") from e
-        table = {**table, **_given(getattr(overrides, section))}
-        _check_types(section, table, "")
-        for owner, fields in _fields(section, table).items():
-            values.setdefault(owner, {}).update(fields)
+    values = _merged_values(data, overrides, spec_file)
     study_in = values.get(StudySettings, {})
     workload_in = values.get(WorkloadSpec, {})
     plan_in = values.get(MeasurePlan, {})
     data_dir = workload_in.get("data")
     if data_dir:
-        # Relative paths in a spec file are relative to the file; on the command line, to cwd.
-        from_file = "data" not in _given(overrides.workload)
-        path = os.path.join(base, data_dir) if from_file else data_dir
-        path = os.path.abspath(os.path.expanduser(path))
-        if not os.path.isdir(path):
-            raise SpecError(
-                f"dataset directory {path} does not exist; check --data (or [workload] data), "
-                "or run `loadersearch make-dataset` to generate one."
-            )
-        workload_in["data"] = path
+        workload_in["data"] = _dataset_dir(data_dir, overrides, base)
     pipeline = resolve_pipeline(data.get("pipeline", {}), overrides.pipeline)
     if pipeline is not None:
         workload_in["pipeline"] = pipeline
@@ -297,16 +278,7 @@ def resolve_settings(
     except (TypeError, ValueError) as e:
         raise SpecError(f"plan: {e}") from e
 
-    space = default_space(hardware, small=small, ranks=workload.gpus)
-    space_in = dict(data.get("space", {}))
-    fixed_in = {k: v for k, v in dict(space_in.pop("fix", {})).items()}
-    try:
-        for knob, text in {**space_in, **overrides.space_ranges}.items():
-            space = space.with_range(knob, text)  # text, or a TOML list
-        for knob, value in {**fixed_in, **overrides.space_fixed}.items():
-            space = space.with_fixed(knob, value)
-    except SpaceError as e:
-        raise SpecError(str(e)) from e
+    space = _space(default_space(hardware, small=small, ranks=workload.gpus), data, overrides)
     if space.cache and workload.pipeline is not None:
         raise SpecError(
             "the cache search (--search-cache, space cache) applies to the built-in dataset, "
@@ -327,6 +299,56 @@ def resolve_settings(
         source=spec_file,
         **study_in,  # checked by StudySettings itself (trials, pruner, sampler, ...)
     )
+
+
+def _merged_values(
+    data: dict[str, Any], overrides: Overrides, spec_file: str | None
+) -> dict[type, dict[str, Any]]:
+    """The [study], [workload] and [plan] values of the spec file ``data`` with the command
+    line's over them, checked, by the class and field they set."""
+    values: dict[type, dict[str, Any]] = {}
+    for section in _OWNERS:
+        table = dict(data.get(section, {}))
+        for key, value in table.items():
+            if _KEYS[section][key][2].kind == SIZE:  # the file's is text; the command line's bytes
+                try:
+                    table[key] = parse_size(value)
+                except SpecError as e:  # name the file and the key, as the other spec errors do
+                    raise SpecError(f"study spec {spec_file}: [{section}] {key}: {e}") from e
+        table = {**table, **_given(getattr(overrides, section))}
+        _check_types(section, table, "")
+        for owner, fields in _fields(section, table).items():
+            values.setdefault(owner, {}).update(fields)
+    return values
+
+
+def _dataset_dir(data_dir: str, overrides: Overrides, base: str) -> str:
+    """The dataset directory, absolute, refused when it does not exist."""
+    # Relative paths in a spec file are relative to the file; on the command line, to cwd.
+    from_file = "data" not in _given(overrides.workload)
+    path = os.path.join(base, data_dir) if from_file else data_dir
+    path = os.path.abspath(os.path.expanduser(path))
+    if not os.path.isdir(path):
+        raise SpecError(
+            f"dataset directory {path} does not exist; check --data (or [workload] data), "
+            "or run `loadersearch make-dataset` to generate one."
+        )
+    return path
+
+
+def _space(space: SearchSpace, data: dict[str, Any], overrides: Overrides) -> SearchSpace:
+    """``space`` (this machine's default) with the spec file's [space] ranges and fixed knobs,
+    then the command line's, applied."""
+    space_in = dict(data.get("space", {}))
+    fixed_in = {k: v for k, v in dict(space_in.pop("fix", {})).items()}
+    try:
+        for knob, text in {**space_in, **overrides.space_ranges}.items():
+            space = space.with_range(knob, text)  # text, or a TOML list
+        for knob, value in {**fixed_in, **overrides.space_fixed}.items():
+            space = space.with_fixed(knob, value)
+    except SpaceError as e:
+        raise SpecError(str(e)) from e
+    return space
 
 
 def check_emulated_cap(workload: WorkloadSpec, space: SearchSpace) -> None:
@@ -377,88 +399,6 @@ def resolve_pipeline(from_file: dict[str, Any], given: dict[str, Any]) -> Pipeli
 
     check_refs(pipeline)
     return pipeline
-
-
-# Workload fields that do not change what a trial measures: a resume may change them without
-# splitting the study (e.g. --skip-bad-samples after a run stopped on a bad label).
-# Options that do not change what a trial measures, only how: a study resumed with other values
-# takes the run's. The precision and its time limit only decide how long a measurement goes on
-# to pin the same figure down.
-NOT_IDENTITY = {
-    "workload": frozenset({"skip_bad_samples", "cache_dir"}),
-    "plan": frozenset({"precision", "extend_limit_s"}),
-}
-
-
-def foreign_study_problems(study: Any) -> list[str]:
-    """What an Optuna study lacks to be one loadersearch created (empty when it is one): its
-    spec (workload, plan, space), a maximised objective, parameters among the five knobs."""
-    import optuna
-
-    problems = []
-    spec = study.user_attrs.get("spec")
-    if not isinstance(spec, dict):
-        problems.append("no loadersearch spec (user attribute 'spec': workload, plan, space)")
-    else:
-        absent = [part for part in ("workload", "plan", "space") if part not in spec]
-        if absent:
-            problems.append(f"an incomplete spec (no {', '.join(absent)})")
-    if list(study.directions) != [optuna.study.StudyDirection.MAXIMIZE]:
-        directions = ", ".join(d.name.lower() for d in study.directions)
-        problems.append(f"it {directions}s its objective (loadersearch maximises images/s)")
-    params = set().union(*(t.params for t in study.get_trials(deepcopy=False)))
-    other = sorted(params - set(KNOBS))
-    if other:
-        problems.append(f"parameters that are not DataLoader knobs ({', '.join(other[:5])})")
-    return problems
-
-
-def require_loadersearch_study(study: Any, url: str) -> None:
-    """Refuse (:class:`SpecError`) a study loadersearch did not create, naming what it lacks:
-    an answer read from another tool's study would be invented."""
-    problems = foreign_study_problems(study)
-    if problems:
-        raise SpecError(
-            f"study {study.study_name!r} in {url} was not created by loadersearch: "
-            f"{'; '.join(problems)}. loadersearch reads only its own studies; name one with "
-            "--study (optuna-dashboard shows any study)."
-        )
-
-
-def cpu_bound(workload: WorkloadSpec, hardware: Hardware) -> bool:
-    """Whether the CPU does the heavy work of this measurement: training on a CPU, or any
-    workload on a host without a GPU (its loader decodes ~50-100 img/s at 416 px). Such
-    measurements get short plans and small batches."""
-    gpu = uses_cuda(workload, hardware)
-    return not gpu and (workload.kind == "train" or hardware.gpu_count == 0)
-
-
-def default_plan(*, small: bool) -> MeasurePlan:
-    """Short measurements. Where the CPU does the heavy work (~70 img/s for training at 128 px
-    on 2 cores, ~50-100 img/s for the loader at 416 px; less on a busy machine), 2 warm-up
-    steps and two short epochs of 4 one-step windows keep a trial to a few seconds and still
-    give the pruner 8 paired windows; elsewhere 3 short epochs of 8 steps (MeasurePlan's
-    defaults) cut into 12 windows of 2 steps. Either way a configuration with many batches in
-    flight measures longer epochs (MeasurePlan.sized_steps), within 8 s each on the CPU (20 s
-    elsewhere) at its warm-up's rate, and a measurement whose epochs disagree goes on with more
-    epochs until the projected epoch time is known to +/-5% (90% confidence), for at most 8 s
-    more on the CPU (20 s elsewhere)."""
-    shared = {"windows_per_epoch": 4, "warmup_epochs": 1, "precision": DEFAULT_PRECISION}
-    if small:
-        return MeasurePlan(
-            epochs=2, steps=4, warmup_steps=2, timeout_s=120, epoch_limit_s=8.0,
-            extend_limit_s=8.0, **shared,
-        )  # fmt: skip
-    return MeasurePlan(epochs=3, steps=8, warmup_steps=4, **shared)
-
-
-def default_space(hardware: Hardware, *, small: bool, ranks: int = 1) -> SearchSpace:
-    """The default ranges for this machine (batch sizes 8..32 where the CPU does the work):
-    ``num_workers`` up to the CPU budget's bound (:class:`CpuBudget`: the CPUs this process
-    may use, shared by ``ranks``); with several ranks, per rank within the CPUs they share."""
-    workers = default_worker_bound(CpuBudget.of(hardware, ranks))
-    batch = (8, 32) if small else (8, 128)
-    return SearchSpace(num_workers=(0, workers), batch_size=batch, batch_step=8)
 
 
 def _given(values: dict[str, Any]) -> dict[str, Any]:

@@ -43,7 +43,7 @@ from loadersearch.search._objective import (
     default_measure,
 )
 from loadersearch.search._opening import (
-    open_study,
+    create_or_resume_study,
     ranks_notice,
     require_joinable,
     settings_from_study,
@@ -366,7 +366,7 @@ def _set_up(
             # corrected command creates the study (a study with the wrong cap would refuse
             # it as a different spec).
             probed = new_probe(measured, hardware, measure_fn=measure_fn, progress=progress)
-        study, resumed = open_study(settings, hardware, create=create, storage=storage)
+        study, resumed = create_or_resume_study(settings, hardware, create=create, storage=storage)
         gpu = ready.device_type == "cuda"
         for line in _notices(study, settings, hardware, ready):
             progress.notice(line)

@@ -94,6 +94,9 @@ def _where_full(url: str, e: BaseException) -> str:
     return f"{path} on {describe_space(path)}" if path else scrub(first_line(e), url)
 
 
+# Over 80 lines because it holds a class: RDBStorage's subclass is defined in here, not at the
+# top level, so that importing this module does not import optuna (and SQLAlchemy); each of its
+# methods is short.
 def _make_retrying_storage_class() -> type:
     """Build the RDBStorage subclass lazily, so that importing this module stays cheap."""
     import optuna

@@ -13,14 +13,7 @@ from typing import Any
 from loadersearch._lazy import lazy_attribute
 from loadersearch.workload._device import check_gpus, resolve_device, resolved_workload, uses_cuda
 from loadersearch.workload._emulated import EmulatedAccelerator, EmulatedStorage, VramCapExceeded
-from loadersearch.workload._refs import (
-    MEASURING_ENV,
-    PipelineTrust,
-    admit_stored,
-    check_refs,
-    child_environ,
-    ref_of,
-)
+from loadersearch.workload._refs import MEASURING_ENV, check_refs, child_environ, ref_of
 from loadersearch.workload._spec import (
     FORMATS,
     PIPELINE_PARTS,
@@ -28,6 +21,7 @@ from loadersearch.workload._spec import (
     WorkloadSpec,
     workload_for,
 )
+from loadersearch.workload._stored_refs import PipelineTrust, admit_stored
 from loadersearch.workload._workload import (
     CPU_TRAIN_IMG_SIZE,
     GPU_IMG_SIZE,

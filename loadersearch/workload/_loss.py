@@ -244,37 +244,13 @@ class YoloLoss(nn.Module):
         zero = outputs[0].new_zeros(())
         box_loss, obj_loss, cls_loss = zero, zero, zero
         for head, (out, mask) in enumerate(zip(outputs, self.masks, strict=True)):
-            b, channels, gh, gw = out.shape
-            if channels != 3 * (5 + nc):
-                raise ValueError(
-                    f"head {head} has {channels} channels but {nc} classes need 3*(5+{nc}) = "
-                    f"{3 * (5 + nc)}: is the model built for the same num_classes as the loss?"
-                )
-            stride = img_size // gw
-            if gh != gw or img_size % gw or stride < 8 or stride & (stride - 1):
-                raise ValueError(
-                    f"head {head} is {gh}x{gw}, which does not fit a square input of "
-                    f"img_size={img_size} px: pass the size of the images fed to the model."
-                )
+            b, _, gh, gw = out.shape
+            _check_head(head, out, nc, img_size)
             pred = out.view(b, 3, 5 + nc, gh, gw).permute(0, 1, 3, 4, 2)  # (B, 3, gh, gw, 5+nc)
             mask = mask.to(device)
             anchors_head = anchors_norm[mask]  # (3, 2)
 
-            # Decode every prediction to a normalised cxcywh box.
-            grid_y, grid_x = torch.meshgrid(
-                torch.arange(gh, device=device, dtype=pred.dtype),
-                torch.arange(gw, device=device, dtype=pred.dtype),
-                indexing="ij",
-            )
-            s = self.scale_x_y
-            xy = torch.sigmoid(pred[..., :2]) * s - (s - 1) / 2
-            cx = (xy[..., 0] + grid_x) / gw
-            cy = (xy[..., 1] + grid_y) / gh
-            wh = (
-                torch.exp(pred[..., 2:4].clamp(max=_MAX_LOG_SCALE))
-                * anchors_head[None, :, None, None]
-            )
-            pred_box = torch.stack((cx, cy, wh[..., 0], wh[..., 1]), dim=-1)
+            pred_box = self._decoded(pred, anchors_head)
 
             # Assignment of (box, mask slot) pairs, all n*3 of them at once; weight 0 = unassigned.
             match = best[:, None] == mask[None, :]
@@ -320,9 +296,43 @@ class YoloLoss(nn.Module):
         total = parts["box"] + parts["obj"] + parts["cls"]
         return total, {k: v.detach() for k, v in parts.items()}
 
+    def _decoded(self, pred: torch.Tensor, anchors_head: torch.Tensor) -> torch.Tensor:
+        """Every prediction of one head ``(B, 3, gh, gw, 5+nc)`` decoded to a normalised
+        cxcywh box ``(B, 3, gh, gw, 4)``."""
+        gh, gw = pred.shape[2], pred.shape[3]
+        grid_y, grid_x = torch.meshgrid(
+            torch.arange(gh, device=pred.device, dtype=pred.dtype),
+            torch.arange(gw, device=pred.device, dtype=pred.dtype),
+            indexing="ij",
+        )
+        s = self.scale_x_y
+        xy = torch.sigmoid(pred[..., :2]) * s - (s - 1) / 2
+        cx = (xy[..., 0] + grid_x) / gw
+        cy = (xy[..., 1] + grid_y) / gh
+        scale = torch.exp(pred[..., 2:4].clamp(max=_MAX_LOG_SCALE))
+        wh = scale * anchors_head[None, :, None, None]
+        return torch.stack((cx, cy, wh[..., 0], wh[..., 1]), dim=-1)
+
     @staticmethod
     def _pad_per_image(boxes: torch.Tensor, layout: torch.Tensor) -> torch.Tensor:
         """(batch, most boxes in an image, 4): each image's boxes, zero-padded (a gather by the
         :func:`target_layout`, so no size is read from the device)."""
         padded = boxes[layout.clamp(min=0)]
         return padded.masked_fill((layout < 0).unsqueeze(-1), 0.0)
+
+
+def _check_head(head: int, out: torch.Tensor, nc: int, img_size: int) -> None:
+    """Refuse a head whose channels do not fit ``nc`` classes, or whose grid does not fit a
+    square input of ``img_size`` px, naming the likely cause."""
+    _, channels, gh, gw = out.shape
+    if channels != 3 * (5 + nc):
+        raise ValueError(
+            f"head {head} has {channels} channels but {nc} classes need 3*(5+{nc}) = "
+            f"{3 * (5 + nc)}: is the model built for the same num_classes as the loss?"
+        )
+    stride = img_size // gw
+    if gh != gw or img_size % gw or stride < 8 or stride & (stride - 1):
+        raise ValueError(
+            f"head {head} is {gh}x{gw}, which does not fit a square input of "
+            f"img_size={img_size} px: pass the size of the images fed to the model."
+        )

@@ -1,7 +1,6 @@
 """Building the workload in the measuring process: :func:`create_workload` and the checks and
 caches that run before it (:func:`check_data`, :func:`prepare_cache`)."""
 
-
 from __future__ import annotations
 
 import logging
@@ -118,8 +117,8 @@ def create_workload(
     """
     import torch
 
-    from loadersearch.workload._datasets import open_dataset, worker_init_fn
-    from loadersearch.workload._emulated import EmulatedAccelerator, EmulatedStorage, describe
+    from loadersearch.workload._datasets import worker_init_fn
+    from loadersearch.workload._emulated import describe
     from loadersearch.workload._loss import collate_with_layout
 
     device_type = resolve_device(spec.device)
@@ -145,36 +144,10 @@ def create_workload(
         )
         dataset, collate_fn, init_fn, img_size = pipeline.dataset, pipeline.collate_fn, None, None
     else:
-        dataset = open_dataset(
-            spec.data if spec.data is not None else _default_data(),
-            spec.data_format,
-            img_size=img_size,
-            augment=True,
-            mosaic=spec.mosaic,
-            skip_bad_samples=spec.skip_bad_samples,
-            seed=spec.seed,
-            split=spec.data_split,
-            cache=spec.cache,
-            cache_dir=spec.cache_dir,
-            io_ms=spec.emulated_io_ms,
-        )
-        if dataset.cache_info is not None:
-            notes.append(dataset.cache_info.describe())
+        dataset = _built_in_dataset(spec, img_size, notes)
         # every YOLOv4-tiny workload: the same data pipeline, target layout included
         collate_fn, init_fn = collate_with_layout, worker_init_fn
-    cached = pipeline is None and spec.cache != "none"
-    if spec.emulated_io_ms > 0 and cached:
-        # The cache holds the images: no sample is fetched from storage while measuring.
-        notes.append(
-            f"{spec.storage_label()}: paid once per image when the {spec.cache} cache was "
-            "filled, never per sample (the cache holds the images)"
-        )
-    elif spec.emulated_io_ms > 0:  # every sample's fetch waits, as on slow storage
-        dataset = EmulatedStorage(dataset, spec.emulated_io_ms, spec.emulated_io_cv)
-        notes.append(
-            f"{spec.storage_label()}: each sample read waits that long (a sleep, no CPU), as "
-            "on network storage or a hard disk; figures describe that storage, not yours"
-        )
+    dataset = _on_emulated_storage(dataset, spec, built_in=pipeline is None, notes=notes)
     label = _device_label(device)
     peak_vram: Callable[[], int | None] = Workload.peak_vram  # CUDA: measure.cuda reads it
     if spec.kind == "train" and pipeline is not None:
@@ -187,13 +160,8 @@ def create_workload(
             return None
 
     else:
-        acc = EmulatedAccelerator(spec.emulated_ms, spec.emulated_mib, spec.vram_cap)
-
-        def step(batch: Any) -> None:
-            acc.step(batch_size or batch[0].shape[0])
-
+        step, peak_vram = _emulated_step(spec, batch_size)
         label = f"{describe(spec.emulated_ms, spec.emulated_mib)}; batches on {label}"
-        peak_vram = lambda: acc.peak_bytes  # noqa: E731
         notes.append("EMULATED accelerator: no real device computes; figures are a stand-in")
     logger.debug("workload %s on %s at %s px", spec.kind, label, img_size or "its own")
     return Workload(
@@ -210,6 +178,66 @@ def create_workload(
         peak_vram=peak_vram,
         cuda=cuda,
     )
+
+
+def _emulated_step(
+    spec: WorkloadSpec, batch_size: int | None
+) -> tuple[Callable[[Any], None], Callable[[], int | None]]:
+    """The emulated accelerator's step (a batch of ``batch_size``, else of its first element's
+    length) and its peak allocation."""
+    from loadersearch.workload._emulated import EmulatedAccelerator
+
+    acc = EmulatedAccelerator(spec.emulated_ms, spec.emulated_mib, spec.vram_cap)
+
+    def step(batch: Any) -> None:
+        acc.step(batch_size or batch[0].shape[0])
+
+    return step, lambda: acc.peak_bytes
+
+
+def _built_in_dataset(spec: WorkloadSpec, img_size: int | None, notes: list[str]) -> Any:
+    """The built-in dataset of ``spec`` (YOLOv4-tiny's detection data, augmented, from its
+    cache when it has one: what the cache costs goes to ``notes``)."""
+    from loadersearch.workload._datasets import open_dataset
+
+    dataset = open_dataset(
+        spec.data if spec.data is not None else _default_data(),
+        spec.data_format,
+        img_size=img_size,
+        augment=True,
+        mosaic=spec.mosaic,
+        skip_bad_samples=spec.skip_bad_samples,
+        seed=spec.seed,
+        split=spec.data_split,
+        cache=spec.cache,
+        cache_dir=spec.cache_dir,
+        io_ms=spec.emulated_io_ms,
+    )
+    if dataset.cache_info is not None:
+        notes.append(dataset.cache_info.describe())
+    return dataset
+
+
+def _on_emulated_storage(
+    dataset: Any, spec: WorkloadSpec, *, built_in: bool, notes: list[str]
+) -> Any:
+    """``dataset`` behind ``spec``'s emulated slow storage (``emulated_io_ms``), unless the
+    cache of the built-in dataset (``built_in``) holds its images; ``notes`` says which."""
+    from loadersearch.workload._emulated import EmulatedStorage
+
+    if spec.emulated_io_ms > 0 and built_in and spec.cache != "none":
+        # The cache holds the images: no sample is fetched from storage while measuring.
+        notes.append(
+            f"{spec.storage_label()}: paid once per image when the {spec.cache} cache was "
+            "filled, never per sample (the cache holds the images)"
+        )
+    elif spec.emulated_io_ms > 0:  # every sample's fetch waits, as on slow storage
+        dataset = EmulatedStorage(dataset, spec.emulated_io_ms, spec.emulated_io_cv)
+        notes.append(
+            f"{spec.storage_label()}: each sample read waits that long (a sleep, no CPU), as "
+            "on network storage or a hard disk; figures describe that storage, not yours"
+        )
+    return dataset
 
 
 @dataclass(frozen=True)
@@ -243,10 +271,12 @@ def check_data(spec: WorkloadSpec) -> Any:
         split=spec.data_split,
         skip_bad_samples=spec.skip_bad_samples,
     )
+
+
 def prepare_cache(spec: WorkloadSpec) -> Any:
     """Before anything is measured (no torch): build the memmap cache of ``spec``'s dataset at
     its image size when it is missing or stale, or check that a RAM cache fits in memory. A
-    :class:`~loadersearch.workload._cache.CacheInfo` (where, how big, the build time), or None
+    :class:`~loadersearch.workload._cache_info.CacheInfo` (where, how big, the build time), or None
     without a cache. ``spec.device`` should be resolved (``auto`` is taken as CUDA when torch
     sees it), since the train workload's image size depends on it."""
     if spec.cache == "none" or spec.pipeline is not None:
@@ -262,7 +292,7 @@ def prepare_cache(spec: WorkloadSpec) -> Any:
     if device == "auto":
         # only the train workload's image size depends on the device (no torch otherwise)
         device = resolve_device(device) if spec.kind == "train" else "cpu"
-    return cache.prepare_cache(
+    return cache.ensure_cache(
         spec.cache,
         index.root,
         index.paths,

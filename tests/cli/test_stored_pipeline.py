@@ -273,13 +273,13 @@ def test_a_worker_writes_its_cache_where_its_machine_says_not_the_database(tmp_p
     from helpers.studies import quick_settings
 
     from loadersearch import fingerprint
-    from loadersearch.search import join_study, open_study
+    from loadersearch.search import create_or_resume_study, join_study
     from loadersearch.workload import WorkloadSpec
 
     theirs = str(tmp_path / "their-choice")
     workload = WorkloadSpec(kind="emulated", cache="memmap", cache_dir=theirs)
     settings = dataclasses.replace(quick_settings(tmp_path), workload=workload)
-    open_study(settings, fingerprint(), create=True)
+    create_or_resume_study(settings, fingerprint(), create=True)
     stored = optuna.load_study(study_name="t", storage=settings.storage).user_attrs["spec"]
     assert stored["workload"]["cache_dir"] == theirs
     joined, _ = join_study("t", settings.storage, trials=3, allow_mixed_hardware=False)

@@ -7,7 +7,7 @@ import os
 import psutil
 
 CHILD_MODULE = "loadersearch.measure._child"
-SERVER_MODULE = "loadersearch.measure._forkserver"
+SERVER_MODULE = "loadersearch.measure._forkserver_process"
 SERVER_ENTRY = f"from {SERVER_MODULE} import main"  # in a fork server's (and its forks') cmdline
 
 

@@ -135,7 +135,7 @@ _CUDA_SPY = textwrap.dedent(
     torch._C._cuda_getDeviceCount = spy(torch._C._cuda_getDeviceCount, "device_count")
     torch.cuda._lazy_init = spy(torch.cuda._lazy_init, "lazy_init")
     del sys.argv[1]
-    from loadersearch.measure._forkserver import main
+    from loadersearch.measure._forkserver_process import main
     sys.exit(main())
     """
 )

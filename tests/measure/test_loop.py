@@ -13,13 +13,8 @@ import torch
 from torch.utils.data import Dataset
 
 from loadersearch import LoaderConfig
-from loadersearch.measure._loop import (
-    ShortEpochSampler,
-    make_loader,
-    move_to_device,
-    run_loop,
-    window_edges,
-)
+from loadersearch.measure._epoch import move_to_device, window_edges
+from loadersearch.measure._loop import ShortEpochSampler, make_loader, run_loop
 from loadersearch.measure._plan import MeasurePlan
 
 

@@ -20,9 +20,9 @@ from loadersearch.measure import (
     MeasureResult,
     Window,
 )
-from loadersearch.search._objective import start_weight, window_start_weight, window_value
 from loadersearch.search._space import SearchSpace
 from loadersearch.search._study import run_study
+from loadersearch.search._trial_values import start_weight, window_start_weight, window_value
 from loadersearch.workload import WorkloadSpec
 
 

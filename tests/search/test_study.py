@@ -200,14 +200,14 @@ def test_joining_a_study_leaves_no_connection_open(storage_url, study_name) -> N
     worker instead of two on the server: a Slurm array of 32 went past PostgreSQL's default
     max_connections, benchmarks/bench_shared_study.py)."""
     from loadersearch import Hardware
-    from loadersearch.search._opening import open_study
+    from loadersearch.search._opening import create_or_resume_study
     from loadersearch.search._settings import Overrides, resolve_settings
     from loadersearch.search._study import join_study
 
     host = Hardware(cpu_count=2, physical_cores=2)
     overrides = Overrides(study={"name": study_name}, workload={"kind": "emulated"})
     settings = resolve_settings(None, overrides, hardware=host, storage=storage_url)
-    study, _ = open_study(settings, host, create=True)
+    study, _ = create_or_resume_study(settings, host, create=True)
     study._storage._backend.engine.dispose()
     before = _own_connections(storage_url)
 

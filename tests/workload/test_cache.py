@@ -12,7 +12,9 @@ import numpy as np
 import pytest
 import torch
 
-from loadersearch.workload import _cache as cache
+from loadersearch.workload import _cache_info as cache_info
+from loadersearch.workload import _memmap_cache as memmap
+from loadersearch.workload import _ram_cache as ram
 from loadersearch.workload._datasets import collate, open_dataset, read_index
 from loadersearch.workload._datasets.decode import decode
 from loadersearch.workload._spec import WorkloadSpec
@@ -25,9 +27,9 @@ def _copy(src: str, dst: Path) -> Path:
     return dst
 
 
-def _memmap(root: str, directory: Path, size: int = SIZE) -> cache.CacheInfo:
+def _memmap(root: str, directory: Path, size: int = SIZE) -> cache_info.CacheInfo:
     index = read_index(root)
-    return cache.ensure_memmap(index.root, index.paths, size, directory=directory)
+    return memmap.ensure_memmap(index.root, index.paths, size, directory=directory)
 
 
 def test_memmap_is_built_once_then_reused_outside_the_dataset(tiny_dataset, tmp_path):
@@ -56,10 +58,10 @@ def test_memmap_is_rebuilt_when_an_image_or_the_size_changes(tiny_dataset, tmp_p
 
 def test_memmap_holds_each_image_decoded_and_scaled_to_fit(tiny_dataset, tmp_path):
     info = _memmap(tiny_dataset, tmp_path)
-    images = cache.MemmapImages(info.path)
+    images = memmap.MemmapImages(info.path)
     index = read_index(tiny_dataset)
     for i in (0, 5, 15):
-        expected = cache._resized(decode(os.path.join(index.root, index.paths[i])), SIZE)
+        expected = memmap._resized(decode(os.path.join(index.root, index.paths[i])), SIZE)
         stored = images.array(i)
         assert max(stored.shape[:2]) == SIZE and stored.shape[2] == 3
         np.testing.assert_array_equal(stored, expected)
@@ -107,7 +109,7 @@ def test_memmap_dataset_pickles_by_path_for_spawned_workers(tiny_dataset, tmp_pa
     )
     images, _ = next(iter(loader))
     assert torch.equal(images[1], ds[1][0])
-    assert cache.MemmapImages(ds.cache_info.path).__getstate__() == {"path": ds.cache_info.path}
+    assert memmap.MemmapImages(ds.cache_info.path).__getstate__() == {"path": ds.cache_info.path}
 
 
 def _build_in_child(root: str, directory: str, queue) -> None:  # noqa: ANN001
@@ -132,12 +134,12 @@ def test_two_processes_building_the_same_cache_build_it_once(tiny_dataset, tmp_p
     assert len({path for _, path in results}) == 1
     leftovers = [p.name for p in tmp_path.iterdir() if ".tmp-" in p.name]
     assert leftovers == []
-    assert len(cache.MemmapImages(results[0][1])) == 16
+    assert len(memmap.MemmapImages(results[0][1])) == 16
 
 
 def test_a_killed_build_leaves_no_cache_that_is_used(tiny_dataset, tmp_path, monkeypatch):
     calls = []
-    resized = cache._resized
+    resized = memmap._resized
 
     def failing(image, size):  # noqa: ANN001
         calls.append(1)
@@ -145,7 +147,7 @@ def test_a_killed_build_leaves_no_cache_that_is_used(tiny_dataset, tmp_path, mon
             raise KeyboardInterrupt
         return resized(image, size)
 
-    monkeypatch.setattr(cache, "_resized", failing)
+    monkeypatch.setattr(memmap, "_resized", failing)
     with pytest.raises(KeyboardInterrupt):
         _memmap(tiny_dataset, tmp_path)
     monkeypatch.undo()
@@ -154,37 +156,37 @@ def test_a_killed_build_leaves_no_cache_that_is_used(tiny_dataset, tmp_path, mon
 
 
 def test_cache_dir_follows_the_option_then_the_environment(monkeypatch, tmp_path):
-    monkeypatch.setenv(cache.CACHE_ENV, str(tmp_path / "env"))
-    assert cache.cache_dir() == tmp_path / "env"
-    assert cache.cache_dir(tmp_path / "opt") == tmp_path / "opt"
-    monkeypatch.delenv(cache.CACHE_ENV)
+    monkeypatch.setenv(cache_info.CACHE_ENV, str(tmp_path / "env"))
+    assert cache_info.cache_dir() == tmp_path / "env"
+    assert cache_info.cache_dir(tmp_path / "opt") == tmp_path / "opt"
+    monkeypatch.delenv(cache_info.CACHE_ENV)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-    assert cache.cache_dir() == tmp_path / "xdg" / "loadersearch"
+    assert cache_info.cache_dir() == tmp_path / "xdg" / "loadersearch"
 
 
 def test_a_cache_too_big_for_the_disk_or_memory_is_refused_naming_the_fix(
     tiny_dataset, tmp_path, monkeypatch
 ):
     index = read_index(tiny_dataset)
-    monkeypatch.setattr(cache, "available_memory", lambda: 1000)
-    with pytest.raises(cache.CacheError, match="--cache memmap"):
-        cache.check_ram(index.root, index.paths)
-    monkeypatch.setattr(cache, "available_memory", lambda: None)
-    monkeypatch.setattr(cache, "SHM_DIR", str(tmp_path / "no-shm"))
-    cache.check_ram(index.root, index.paths)  # nothing to compare with: allowed
+    monkeypatch.setattr(ram, "available_memory", lambda: 1000)
+    with pytest.raises(cache_info.CacheError, match="--cache memmap"):
+        ram.check_ram(index.root, index.paths)
+    monkeypatch.setattr(ram, "available_memory", lambda: None)
+    monkeypatch.setattr(ram, "SHM_DIR", str(tmp_path / "no-shm"))
+    ram.check_ram(index.root, index.paths)  # nothing to compare with: allowed
     real = shutil.disk_usage
     monkeypatch.setattr(
         shutil, "disk_usage", lambda p: shutil._ntuple_diskusage(64 * 2**20, 64 * 2**20 - 10, 10)
     )
-    monkeypatch.setattr(cache, "SHM_DIR", "/dev/shm")
-    with pytest.raises(cache.CacheError, match="--shm-size"):
-        cache.check_ram(index.root, index.paths)
+    monkeypatch.setattr(ram, "SHM_DIR", "/dev/shm")
+    with pytest.raises(cache_info.CacheError, match="--shm-size"):
+        ram.check_ram(index.root, index.paths)
     monkeypatch.setattr(shutil, "disk_usage", real)
     monkeypatch.setattr(
         shutil, "disk_usage", lambda p: shutil._ntuple_diskusage(10**9, 10**9 - 10, 10)
     )
-    with pytest.raises(cache.CacheError, match="--cache-dir"):
-        cache.ensure_memmap(index.root, index.paths, SIZE, directory=tmp_path)
+    with pytest.raises(cache_info.CacheError, match="--cache-dir"):
+        memmap.ensure_memmap(index.root, index.paths, SIZE, directory=tmp_path)
 
 
 def test_workload_spec_checks_the_cache_option():
@@ -199,7 +201,7 @@ def test_a_measurement_uses_the_cache_its_configuration_names(tiny_dataset, tmp_
     from loadersearch import LoaderConfig
     from loadersearch.measure import MeasurePlan, measure
 
-    monkeypatch.setenv(cache.CACHE_ENV, str(tmp_path))
+    monkeypatch.setenv(cache_info.CACHE_ENV, str(tmp_path))
     spec = WorkloadSpec(kind="loader", data=tiny_dataset, img_size=SIZE, device="cpu")
     plan = MeasurePlan(epochs=1, steps=2, windows_per_epoch=1, warmup_steps=1)
     result = measure(spec, LoaderConfig(0, 4, cache="memmap"), plan)
@@ -210,10 +212,10 @@ def test_a_measurement_uses_the_cache_its_configuration_names(tiny_dataset, tmp_
 
 def test_a_large_build_decodes_in_threads_to_the_same_file(tiny_dataset, tmp_path, monkeypatch):
     serial = _memmap(tiny_dataset, tmp_path / "serial")
-    monkeypatch.setattr(cache, "PARALLEL_FROM", 4)  # 16 images: a "large" dataset
+    monkeypatch.setattr(memmap, "PARALLEL_FROM", 4)  # 16 images: a "large" dataset
     monkeypatch.setattr(os, "cpu_count", lambda: 2)
     parallel = _memmap(tiny_dataset, tmp_path / "parallel")
-    a, b = cache.MemmapImages(serial.path), cache.MemmapImages(parallel.path)
+    a, b = memmap.MemmapImages(serial.path), memmap.MemmapImages(parallel.path)
     for i in range(16):
         np.testing.assert_array_equal(a.array(i), b.array(i))
 
@@ -228,7 +230,7 @@ def test_an_undecodable_image_stops_the_build_naming_it_unless_skipped(tiny_data
         _memmap(str(root), tmp_path / "c")
     assert not list((tmp_path / "c").glob("*.lscache"))
     index = read_index(str(root))
-    info = cache.ensure_memmap(
+    info = memmap.ensure_memmap(
         index.root, index.paths, SIZE, directory=tmp_path / "c", skip_bad_samples=True
     )
-    assert cache.MemmapImages(info.path).array(2) is None
+    assert memmap.MemmapImages(info.path).array(2) is None

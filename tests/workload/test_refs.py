@@ -14,19 +14,21 @@ from helpers import pipelines
 
 from loadersearch.errors import PipelineError
 from loadersearch.workload._refs import (
-    ELSEWHERE,
     MEASURING_ENV,
-    TRUSTED,
-    PipelineTrust,
-    admit_stored,
     check_refs,
     child_environ,
     import_roots,
-    locate_stored,
     ref_of,
     resolve,
 )
 from loadersearch.workload._spec import PipelineSpec
+from loadersearch.workload._stored_refs import (
+    ELSEWHERE,
+    TRUSTED,
+    PipelineTrust,
+    admit_stored,
+    locate_stored,
+)
 
 TESTS_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

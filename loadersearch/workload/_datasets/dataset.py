@@ -13,16 +13,13 @@ from torch.utils.data import Dataset, default_collate, get_worker_info
 
 from loadersearch.errors import DatasetError
 from loadersearch.workload import _augment as aug
-from loadersearch.workload._cache import (
-    CacheInfo,
-    MemmapImages,
-    RamImages,
-    cache_key,
-    open_cache,
-)
+from loadersearch.workload._cache import cache_key, open_cache
+from loadersearch.workload._cache_info import CacheInfo
 from loadersearch.workload._datasets.decode import SampleError, decode
 from loadersearch.workload._datasets.index import DatasetIndex, read_index
 from loadersearch.workload._datasets.skipped import note_skipped
+from loadersearch.workload._memmap_cache import MemmapImages
+from loadersearch.workload._ram_cache import RamImages
 
 log = logging.getLogger(__name__)
 
