@@ -8,14 +8,12 @@ import sys
 
 import pytest
 
+from loadersearch._cpu_budget import CpuBudget, cpu_budget, cpu_quota
 from loadersearch._hardware import (
-    CpuBudget,
     Gpu,
     Hardware,
     _nvml_gpus,
     check_compatible,
-    cpu_budget,
-    cpu_quota,
     fingerprint,
     host_name,
     parse_visible_devices,
@@ -360,7 +358,8 @@ def test_more_ranks_than_cpus_and_a_bad_local_world_size(tmp_path, caplog):
 @pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="needs 2 CPUs to leave one out")
 def test_under_taskset_c_0_the_budget_and_the_default_range_have_one_cpu():
     code = (
-        "import json; from loadersearch._hardware import cpu_budget, fingerprint; "
+        "import json; from loadersearch._cpu_budget import cpu_budget; "
+        "from loadersearch._hardware import fingerprint; "
         "from loadersearch.search._settings import default_space; "
         "b = cpu_budget(); hw = fingerprint(); "
         "print(json.dumps({**b.to_dict(), 'usable': hw.usable_cpus, "

@@ -27,7 +27,7 @@ import os
 import time
 from collections.abc import Callable
 
-from loadersearch._hardware import cpu_budget
+from loadersearch._cpu_budget import cpu_budget
 from loadersearch._loader_config import LoaderConfig
 from loadersearch._units import fmt_bytes
 from loadersearch.diagnose._findings import (

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from torch.utils.data import DataLoader
 
     from loadersearch import LoaderConfig
-    from loadersearch._hardware import CpuBudget
+    from loadersearch._cpu_budget import CpuBudget
     from loadersearch.online import OnlineReport
 
 _logger = logging.getLogger(__name__)
@@ -46,13 +46,13 @@ def autoloader_options(options: Mapping[str, Any], where: str) -> dict[str, Any]
 
 
 def rank_budget(ranks: int | None = None, source: str | None = None) -> CpuBudget:
-    """This process's CPU budget (:func:`loadersearch._hardware.cpu_budget`: its affinity and
+    """This process's CPU budget (:func:`loadersearch._cpu_budget.cpu_budget`: its affinity and
     cgroup quota, shared by the training processes of the node): the ranks from
     ``$LOCAL_WORLD_SIZE`` (torchrun, accelerate launch) when set, else ``ranks`` (what the
     framework says, named by ``source``), else 1. Its ``worker_bound`` is the top of each
     rank's worker ladder (``cpus // ranks``; one process: 2x the CPUs, at most 32), as the
     offline search bounds ``--gpus N``."""
-    from loadersearch._hardware import RANKS_ENV, cpu_budget
+    from loadersearch._cpu_budget import RANKS_ENV, cpu_budget
 
     if ranks is None or os.environ.get(RANKS_ENV):
         return cpu_budget()

@@ -69,7 +69,7 @@ class DataLoaderTuner(Callback):
     Under DDP each rank tunes its own loader over its ``DistributedSampler`` shard, its worker
     ladder bounded by its share of the node's CPUs (the CPUs this process may run on, divided
     by ``$LOCAL_WORLD_SIZE`` or the Trainer's devices per node, cgroup CPU quota included:
-    :func:`loadersearch._hardware.cpu_budget`). Not tuned, logged: several
+    :func:`loadersearch._cpu_budget.cpu_budget`). Not tuned, logged: several
     train dataloaders, an iterable dataset, a DataLoader subclass, ``limit_train_batches``
     below the epoch's length (the epoch is cut where a segment may be running).
     """

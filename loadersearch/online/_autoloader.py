@@ -25,7 +25,7 @@ from typing import Any
 import torch
 from torch.utils.data import BatchSampler, DataLoader, Dataset, IterableDataset, Sampler
 
-from loadersearch._hardware import CpuBudget, cpu_budget
+from loadersearch._cpu_budget import CpuBudget, cpu_budget
 from loadersearch._loader_config import LoaderConfig
 from loadersearch.online._report import OnlineReport, build_report
 from loadersearch.online._tuner import Axis, SegmentShape, Tuner, with_knob
@@ -43,7 +43,7 @@ MIN_SEGMENTS = 6  # the default budget holds at least this many segments
 
 def default_max_workers(budget: CpuBudget | None = None) -> int:
     """The top of the worker ladder: the offline search's bound for the CPU budget (default:
-    this process's, :func:`~loadersearch._hardware.cpu_budget`: its affinity and cgroup
+    this process's, :func:`~loadersearch._cpu_budget.cpu_budget`: its affinity and cgroup
     quota, shared by the ``LOCAL_WORLD_SIZE`` ranks of a torchrun job): 2x the CPUs with one
     process, at most 32; ``cpus // ranks`` per rank under DDP."""
     from loadersearch.search import default_worker_bound

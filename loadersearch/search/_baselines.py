@@ -3,7 +3,7 @@ DataLoader defaults, the source article's 2 x physical cores, and Ultralytics' r
 (``min(cpus // max(gpus, 1), 8)`` workers, from ``ultralytics/data/build.py``; 8.4 writes
 ``min(os.cpu_count() // max(nd, 1), workers, batches)`` with ``workers=8`` by default).
 
-Each rule counts the CPUs of the CPU budget (:class:`~loadersearch._hardware.CpuBudget`: the
+Each rule counts the CPUs of the CPU budget (:class:`~loadersearch._cpu_budget.CpuBudget`: the
 CPUs this process may use, its affinity and cgroup quota), not every CPU of the machine:
 Ultralytics itself reads ``os.cpu_count()``, which in a container with a CPU quota or under
 ``taskset`` counts CPUs the loader cannot use, and its rule then oversubscribes them; the
@@ -18,7 +18,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from loadersearch._hardware import CpuBudget, Hardware
+from loadersearch._cpu_budget import CpuBudget
+from loadersearch._hardware import Hardware
 from loadersearch._loader_config import LoaderConfig
 from loadersearch.search._space import SearchSpace
 

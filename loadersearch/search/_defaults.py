@@ -5,7 +5,8 @@ space (:func:`default_space`) that follow from it.
 
 from __future__ import annotations
 
-from loadersearch._hardware import CpuBudget, Hardware
+from loadersearch._cpu_budget import CpuBudget
+from loadersearch._hardware import Hardware
 from loadersearch.measure import DEFAULT_PRECISION, MeasurePlan
 from loadersearch.search._space import SearchSpace, default_worker_bound
 from loadersearch.workload import WorkloadSpec, uses_cuda

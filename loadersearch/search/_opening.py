@@ -123,7 +123,7 @@ def ranks_notice(settings: StudySettings, hardware: Hardware) -> str:
         f"device; num_workers and batch_size are per rank. num_workers {lo}..{hi} per rank: "
         f"{n} x {hi} = {n * hi} workers"
     )
-    from loadersearch._hardware import CpuBudget
+    from loadersearch._cpu_budget import CpuBudget
 
     cpus = CpuBudget.of(hardware, n).cpus  # the CPUs this process may use
     if n * hi <= cpus:

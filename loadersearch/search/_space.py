@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from loadersearch._hardware import MAX_WORKERS, CpuBudget, cpu_budget
+from loadersearch._cpu_budget import MAX_WORKERS, CpuBudget, cpu_budget
 from loadersearch._loader_config import (
     CACHES,
     DEFAULT_PREFETCH,
@@ -47,7 +47,7 @@ _FALSE = ("0", "false", "no", "off")
 
 def default_worker_bound(budget: CpuBudget | None = None) -> int:
     """Upper bound of ``num_workers`` per rank: the CPU budget's :attr:`~CpuBudget.worker_bound`
-    (``budget``; None: this process's, :func:`~loadersearch._hardware.cpu_budget`). One rank:
+    (``budget``; None: this process's, :func:`~loadersearch._cpu_budget.cpu_budget`). One rank:
     2x the CPUs this process may use (affinity and cgroup quota), at most 32, deliberately
     more workers than CPUs (loads that wait on storage latency pay off with them); several
     ranks (DDP): ``cpus // ranks`` (at least 1), so that ``ranks x num_workers`` stays within

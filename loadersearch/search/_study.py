@@ -28,7 +28,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from loadersearch._hardware import CpuBudget
+from loadersearch._cpu_budget import CpuBudget
 from loadersearch._loader_config import LoaderConfig
 from loadersearch.errors import NothingFeasibleError, StudyError
 from loadersearch.measure import INFEASIBLE_ADVICE, Prepared, prepare

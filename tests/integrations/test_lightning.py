@@ -24,7 +24,7 @@ from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
 from loadersearch import AutoLoader, LoaderConfig
-from loadersearch._hardware import cpu_budget
+from loadersearch._cpu_budget import cpu_budget
 from loadersearch.integrations.lightning import DataLoaderTuner
 
 N = 320  # 80 batches of 4 an epoch

@@ -217,7 +217,7 @@ def test_on_a_gpu_pinned_memory_is_a_candidate_and_batches_reach_the_device() ->
 def test_the_worker_ladder_tops_at_the_cpu_budget_shared_by_torchrun_s_ranks(
     monkeypatch, caplog
 ) -> None:
-    from loadersearch._hardware import CpuBudget, cpu_budget
+    from loadersearch._cpu_budget import CpuBudget, cpu_budget
     from loadersearch.online._autoloader import default_max_workers
 
     assert default_max_workers(CpuBudget(cpus=3)) == 6  # one process: 2 x its CPUs

@@ -126,7 +126,7 @@ def test_the_machine_section_states_the_study_s_cpu_budget(hand_study):
 
     from rich.console import Console
 
-    from loadersearch._hardware import CpuBudget
+    from loadersearch._cpu_budget import CpuBudget
     from loadersearch.report import render_summary
     from loadersearch.report._html import render_html
 

@@ -65,7 +65,7 @@ def test_the_rules_count_the_cpus_of_the_budget_not_the_machine() -> None:
 
 
 def test_an_injected_budget_wins_and_an_unlimited_host_reads_as_before() -> None:
-    from loadersearch._hardware import CpuBudget
+    from loadersearch._cpu_budget import CpuBudget
 
     space = SearchSpace(num_workers=(0, 32), batch_size=(8, 64))
     budget = CpuBudget(cpus=3, cores=3, machine_cpus=16)
