@@ -14,18 +14,18 @@ The measurements are stored in the study user attribute "confirmation" (see
 
 from __future__ import annotations
 
-import math
-import os
 import statistics
 import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from loadersearch._loader_config import LoaderConfig
-from loadersearch.measure import DEFAULT_PRECISION, OK, MeasureResult
+from loadersearch.measure import OK, MeasureResult
 from loadersearch.search._baselines import baseline_names
 from loadersearch.search._objective import Objective
 from loadersearch.search._progress import Progress
+from loadersearch.search._quiet_wait import QuietWait, quiet_wait_limit
+from loadersearch.search._race import MIN_ROUNDS, noise_floor, race_noise, race_survivors
 from loadersearch.search._space import config_from_params
 from loadersearch.search._trial_values import result_attrs
 
@@ -183,134 +183,6 @@ def remeasure_interleaved(
     return values
 
 
-MIN_ROUNDS = 2  # the winner's re-measurements at least: its confirmed rate has a spread
-
-
-def race_survivors(
-    values: dict[LoaderConfig, list[float]],
-    active: Sequence[LoaderConfig],
-    *,
-    done: int,
-    rounds: int,
-    noise: float | None = None,
-) -> list[LoaderConfig]:
-    """Those of ``active`` still in the race for the highest median after ``done`` of
-    ``rounds`` rounds, the leader (highest median now) first; none when no round is left.
-    With only the leader left the race is decided (:func:`confirm_study` then measures the
-    leader until it has :data:`MIN_ROUNDS` values, for its spread).
-
-    A rival is out when even its best case, every round left measuring it above its best so
-    far by the relative ``noise``, gives a median below the leader's worst case, every round
-    left measuring the leader below its worst by ``noise``. Without ``noise`` (None) the best
-    case is unbounded and the worst a failed measurement (0): a rival is then out only when no
-    measurement at all could make it the winner (with 3 rounds: its best of 2 below the
-    leader's worst of 2), and the winner is the one the whole budget of rounds would name. A
-    rival whose every measurement failed has no bound either."""
-    left = rounds - done
-    if left <= 0 or not active:
-        return []
-    leader = max(active, key=lambda c: statistics.median(values[c]))
-    floor = min(values[leader]) * (1 - noise) if noise is not None else 0.0
-    worst = statistics.median([*values[leader], *[floor] * left])
-    kept = [leader]
-    for config in active:
-        if config == leader:
-            continue
-        best = max(values[config])
-        # A failed measurement (0) is no rate the noise could bound: without a good one, the
-        # rival's next measurement could be anything.
-        cap = best * (1 + noise) if noise is not None and best > 0 else math.inf
-        if statistics.median([*values[config], *[cap] * left]) >= worst:
-            kept.append(config)
-    return kept
-
-
-def race_noise(
-    values: dict[LoaderConfig, list[float]],
-    trial_values: dict[LoaderConfig, float | None],
-    *,
-    floor: float,
-) -> float | None:
-    """The relative noise the race allows each measurement still to come: the largest ratio
-    between two measurements of one configuration seen so far, less 1, and at least ``floor``.
-    A configuration's measurements are its confirmation values (failed ones, 0, left out) and
-    its trial's value (the same plan on the same host at another moment, and biased upward
-    for the best trials: it widens the noise, never narrows it). None before any
-    configuration has two measurements: the race then has no noise bound."""
-    ratios = []
-    for config, vals in values.items():
-        seen = [v for v in vals if v > 0]
-        trial_value = trial_values.get(config)
-        if trial_value:
-            seen.append(float(trial_value))
-        if len(seen) >= 2:
-            ratios.append(max(seen) / min(seen) - 1.0)
-    if not ratios:
-        return None
-    return max(floor, *ratios)
-
-
-QUIET_WAIT_ENV = "LOADERSEARCH_QUIET_WAIT_S"
-QUIET_WAIT_S = 300.0  # the longest a confirmation waits for quiet, in all
-QUIET_SAMPLE_S = 2.0  # the span over which the machine's load is read while waiting
-
-
-def quiet_wait_limit() -> float:
-    """``$LOADERSEARCH_QUIET_WAIT_S`` (0 = never wait) or :data:`QUIET_WAIT_S`."""
-    text = os.environ.get(QUIET_WAIT_ENV)
-    if text is None or not text.strip():
-        return QUIET_WAIT_S
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if value < 0:
-        raise ValueError(
-            f"{QUIET_WAIT_ENV}={text!r} is not a number of seconds; give how long the "
-            f"confirmation may wait for a quiet machine (e.g. {QUIET_WAIT_S:.0f}, or 0)"
-        )
-    return value
-
-
-class QuietWait:
-    """The confirmation's budget of waiting for a quiet machine: :meth:`wait` reads the
-    machine's outside load every :data:`QUIET_SAMPLE_S` seconds until it is below the busy
-    share (True) or the budget is spent (False)."""
-
-    def __init__(self, limit_s: float, notice: Callable[[str], None] | None = None) -> None:
-        self.limit_s = limit_s
-        self.waited_s = 0.0
-        self.busy_rounds = 0  # rounds kept although busy: the budget was spent
-        self.notice = notice or (lambda text: None)
-
-    def wait(self) -> bool:
-        from loadersearch.measure import HostLoadMeter, busy_share
-
-        left = self.limit_s - self.waited_s
-        if left <= 0:
-            return False
-        self.notice(
-            f"a confirmation round was measured while other processes used more than "
-            f"{busy_share():.0%} of the CPUs: waiting for a quieter moment to measure it again "
-            f"(up to {left:.0f} s more)"
-        )
-        meter = HostLoadMeter()
-        while self.waited_s < self.limit_s:
-            span = min(QUIET_SAMPLE_S, self.limit_s - self.waited_s)
-            meter.start()
-            time.sleep(span)  # the span the load is read over, not a guess at a condition
-            load = meter.stop()
-            self.waited_s += span
-            if load is not None and not load.busy():
-                self.notice(f"quiet again ({load.describe()}): measuring the round again")
-                return True
-        self.notice(
-            f"the machine stayed busy for {self.waited_s:.0f} s: the confirmation keeps its "
-            "busy rounds and its answer is inconclusive"
-        )
-        return False
-
-
 def confirm_study(
     study: optuna.Study,
     objective: Objective,
@@ -405,13 +277,6 @@ def confirm_study(
     }
     study.set_user_attr(CONFIRMATION_ATTR, confirmation)
     return confirmation
-
-
-def noise_floor(plan: Any) -> float:
-    """The relative noise one measurement is planned to: its plan's ``precision`` (the
-    projected epoch time's 90% half-width), or the study default when the plan states none."""
-    precision = getattr(plan, "precision", 0.0) or 0.0
-    return precision if precision > 0 else DEFAULT_PRECISION
 
 
 def _out_notice(
