@@ -4,6 +4,8 @@ it is a baseline (:mod:`loadersearch.search._sampler` gathers them for every pro
 
 from __future__ import annotations
 
+import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -64,3 +66,22 @@ def observations(
             state, value = PENDING, None
         out.append(Observation(t.number, config, state, value, baseline))
     return out
+
+
+def measured_values(
+    observed: Sequence[Observation], *, pruned: bool = False
+) -> dict[LoaderConfig, float]:
+    """The measured value of every configuration with a complete, feasible trial (the median
+    when it was measured more than once); ``pruned``: a pruned trial's last window too, where
+    its configuration has no complete trial (the shape of a curve, not a candidate)."""
+    by_config: dict[LoaderConfig, list[float]] = {}
+    if pruned:
+        complete = measured_values(observed)
+        for o in observed:
+            if o.state == PRUNED and o.value and o.value > 0 and o.config not in complete:
+                by_config.setdefault(o.config, []).append(o.value)
+        return {**{c: statistics.median(v) for c, v in by_config.items()}, **complete}
+    for o in observed:
+        if o.state == COMPLETE and o.value is not None and o.value > 0:
+            by_config.setdefault(o.config, []).append(o.value)
+    return {c: statistics.median(v) for c, v in by_config.items()}

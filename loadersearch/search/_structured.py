@@ -37,13 +37,21 @@ trials like any other: a baseline that measures best becomes the incumbent.
 
 from __future__ import annotations
 
-import math
-import statistics
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from loadersearch._loader_config import DEFAULT_PREFETCH, LoaderConfig
-from loadersearch.search._observations import COMPLETE, PRUNED, Observation
+from loadersearch.search._ladder_steps import (
+    CACHE,
+    PERSIST,
+    PF,
+    PIN,
+    B,
+    LadderSteps,
+    W,
+    ladder,
+)
+from loadersearch.search._observations import Observation, measured_values
 from loadersearch.search._space import SearchSpace
 
 if TYPE_CHECKING:
@@ -57,24 +65,7 @@ BASELINE_MARGIN = 0.05
 # before the best's minor ones (host-aware search).
 NEAR = 0.05
 
-W, B, PIN, PF, PERSIST, CACHE = (
-    "num_workers",
-    "batch_size",
-    "pin_memory",
-    "prefetch_factor",
-    "persistent_workers",
-    "cache",
-)
-
-
-def ladder(values: Sequence[int]) -> list[int]:
-    """The coarse steps through ordered integer ``values``: the ends and the powers of two
-    between them (0..32 -> 0 1 2 4 8 16 32; batch 8..128 step 8 -> 8 16 32 64 128)."""
-    lo, hi = values[0], values[-1]
-    return sorted({lo, hi} | {v for v in values if v > 0 and v & (v - 1) == 0})
-
-
-class StructuredStrategy:
+class StructuredStrategy(LadderSteps):
     """Proposes the next configuration from the study's observations (module docstring)."""
 
     name = "structured"
@@ -124,7 +115,7 @@ class StructuredStrategy:
         """The first move not yet measured, in the order of the module docstring."""
         held = {o.config for o in observed}
         self._held = held
-        values = _values(observed)
+        values = measured_values(observed)
         start = self.start_config(observed, values)
         if start not in held:
             return start
@@ -144,7 +135,7 @@ class StructuredStrategy:
         def known(move: LoaderConfig, minor: bool) -> bool:
             return move in held if minor else _major(move) in major
 
-        shape = _values(observed, pruned=True)
+        shape = measured_values(observed, pruned=True)
         moves = self.moves(best, known, values, shape)
         if not self.classic:
             # Noise-aware: a configuration the search measured within NEAR of the best may be
@@ -290,7 +281,6 @@ class StructuredStrategy:
             return max(at, default=0.0)
 
         shape = values if shape is None else shape
-        up_pf = self._coarse(best, PF, up_first=True)
         batch_up = [m for m in self._coarse(best, B, up_first=True)
                     if m.batch_size > best.batch_size and not batch_known(m)]  # fmt: skip
         moves = [
@@ -318,13 +308,23 @@ class StructuredStrategy:
         ]
         if head_only:  # the moves that matter most (a contender's, see next_config)
             return moves
-        moves += [
+        return moves + self._late_moves(best, known, values)
+
+    def _late_moves(
+        self,
+        best: LoaderConfig,
+        known: Callable[[LoaderConfig, bool], bool],
+        values: dict[LoaderConfig, float],
+    ) -> list[tuple[LoaderConfig, bool]]:
+        """The moves after the first (:meth:`_moves`): persistence, pinning (CUDA only), the
+        other prefetch step, the finer batch and worker steps, then prefetch bisection."""
+        return [
             *((m, False) for m in self._toggle(best, PERSIST)),
             # Without CUDA pinning copies nothing faster (the batches stay on the host).
             *((m, True) for m in (self._toggle(best, PIN) if self.pin else [])),
             # Prefetch starts at its deepest: a shallower queue is a late check (it saves
             # memory; on the zoo it never gains more than the noise).
-            *((m, True) for m in up_pf),
+            *((m, True) for m in self._coarse(best, PF, up_first=True)),
             *((m, False) for m in self._bisect(best, B, known, values, fine=False)),
             *((m, False) for m in self._bisect(best, B, known, values, fine=True)),
             *((m, False) for m in self._coarse(best, W, up_first=True)),
@@ -333,192 +333,7 @@ class StructuredStrategy:
             *((m, True) for m in self._bisect(best, PF, known, values, fine=False, minor=True)),
             *((m, True) for m in self._bisect(best, PF, known, values, fine=True, minor=True)),
         ]
-        return moves
-
-    def _vertex(
-        self,
-        best: LoaderConfig,
-        known: Callable[[LoaderConfig, bool], bool],
-        values: dict[LoaderConfig, float],
-        *,
-        fine: bool,
-    ) -> list[LoaderConfig]:
-        """The worker count where a parabola through the best count and its nearest measured
-        neighbours (log2 of the workers against the log of the throughput, at ``best``'s other
-        knobs) peaks: an optimum between ladder points (5, 7, 14, 20) in one step, where a
-        bisection needs two or three. Nothing when ``best`` is at an end of what was measured
-        or the vertex rounds to a measured count. Coarse (``fine`` False): only while the
-        neighbours are more than 1.5x apart; fine: down to neighbours 1.25x apart."""
-        w = best.num_workers
-        if w <= 0:
-            return []
-        at: dict[int, float] = {}
-        other: dict[int, float] = {}  # the other persistence (a baseline), where none matches
-        for c, v in values.items():
-            if c.num_workers > 0 and (c.batch_size, c.cache) == (best.batch_size, best.cache):
-                into = at if c.persistent_workers == best.persistent_workers else other
-                into[c.num_workers] = max(v, into.get(c.num_workers, 0.0))
-        at = {**other, **at}
-        if w not in at:
-            return []
-        below = [x for x in at if x < w]
-        above = [x for x in at if x > w]
-        if not below or not above:
-            return []
-        lo, hi = max(below), min(above)
-        if (hi > 1.5 * lo) == fine or hi <= 1.25 * lo:
-            return []
-        xs = [math.log2(x) for x in (lo, w, hi)]
-        ys = [math.log(at[x]) for x in (lo, w, hi)]
-        # The vertex of the parabola through three points (successive parabolic interpolation).
-        num = (xs[1] - xs[0]) ** 2 * (ys[1] - ys[2]) - (xs[1] - xs[2]) ** 2 * (ys[1] - ys[0])
-        den = (xs[1] - xs[0]) * (ys[1] - ys[2]) - (xs[1] - xs[2]) * (ys[1] - ys[0])
-        if den == 0:
-            return []
-        vertex = min(max(xs[1] - 0.5 * num / den, xs[0]), xs[2])
-        if abs(vertex - xs[1]) < 0.2:  # the best count is at the vertex (a plateau, a peak)
-            return []
-        vertex = 2**vertex
-        between = [x for x in self.values[W] if lo < x < hi and x != w]
-        if not between:
-            return []
-        pick = min(between, key=lambda x: (abs(math.log2(x) - math.log2(vertex)), x))
-        config = self._with(best, W, pick)
-        return [config] if config is not None and not known(config, False) else []
-
-    def _coarse(self, best: LoaderConfig, knob: str, *, up_first: bool) -> list[LoaderConfig]:
-        """The ladder steps just above and just below ``best``'s value of ``knob``."""
-        value = getattr(best, knob)
-        if value is None:  # prefetch_factor without workers
-            return []
-        steps = self.ladders[knob]
-        up = [v for v in steps if v > value][:1]
-        down = [v for v in steps if v < value][-1:]
-        order = up + down if up_first else down + up
-        return [c for c in (self._with(best, knob, v) for v in order) if c is not None]
-
-    def _toggle(self, best: LoaderConfig, knob: str) -> list[LoaderConfig]:
-        others = [v for v in self.values[knob] if v != getattr(best, knob)]
-        return [c for c in (self._with(best, knob, v) for v in others) if c is not None]
-
-    def _bisect(
-        self,
-        best: LoaderConfig,
-        knob: str,
-        known: Callable[[LoaderConfig, bool], bool],
-        values: dict[LoaderConfig, float],
-        *,
-        fine: bool,
-        minor: bool = False,
-        resolution: float = 1.0,
-    ) -> list[LoaderConfig]:
-        """Midpoints between ``best``'s value and the nearest values measured on either side
-        (with ``best``'s other knobs), the side whose neighbour measured better first. Coarse
-        (``fine`` False): only where the neighbour is more than 1.5x away (4 and 8 -> 6);
-        fine: the rest (4 and 6 -> 5), down to neighbours ``resolution`` x apart."""
-        value = getattr(best, knob)
-        if value is None:
-            return []
-        seen = {v for v in self.values[knob] if self._known(best, knob, v, known, minor)}
-        found = []
-        for below in (True, False):
-            nearer = [v for v in seen if (v < value if below else v > value)]
-            if not nearer:
-                continue
-            neighbour = max(nearer) if below else min(nearer)
-            lo, hi = min(neighbour, value), max(neighbour, value)
-            between = [v for v in self.values[knob] if lo < v < hi]
-            if not between or (hi > 1.5 * max(lo, 1)) == fine:
-                continue
-            if fine and hi <= resolution * max(lo, 1):
-                continue
-            middle = (lo + hi) / 2
-            pick = min(between, key=lambda v: (abs(v - middle), v))
-            score = values.get(self._with(best, knob, neighbour), 0.0)
-            found.append((-score, self._with(best, knob, pick)))
-        return [c for _, c in sorted(found, key=lambda f: f[0]) if c is not None]
-
-    def _known(self, best: LoaderConfig, knob: str, value: Any,
-               known: Callable[[LoaderConfig, bool], bool], minor: bool) -> bool:  # fmt: skip
-        config = self._with(best, knob, value)
-        return config is not None and known(config, minor)
-
-    def _nearest_unmeasured(
-        self, best: LoaderConfig, held: set[LoaderConfig]
-    ) -> LoaderConfig | None:
-        if self._configs is None:
-            self._configs = self.space.configs()
-        left = [c for c in self._configs if c not in held]
-        if not left:
-            return None
-        return min(left, key=lambda c: self._distance(best, c))
-
-    def _distance(self, a: LoaderConfig, b: LoaderConfig) -> float:
-        total = 0.0
-        for knob, vals in self.values.items():
-            va, vb = getattr(a, knob), getattr(b, knob)
-            if va == vb:
-                continue
-            if va is None or vb is None or len(vals) < 2:
-                total += 1.0
-            else:
-                total += abs(vals.index(va) - vals.index(vb)) / (len(vals) - 1)
-        return total
-
-    # -- configurations ------------------------------------------------------------------------
-
-    def _config(self, workers: int, batch: int, pin: bool, prefetch: int | None = None,
-                persistent: bool | None = None, cache: Any = ...) -> LoaderConfig:  # fmt: skip
-        cache = self.default_cache if cache is ... else cache
-        if workers == 0:
-            return LoaderConfig(0, batch, pin, cache=cache)
-        return LoaderConfig(
-            workers,
-            batch,
-            pin,
-            self.default_prefetch if prefetch is None else prefetch,
-            self.default_persistent if persistent is None else persistent,
-            cache=cache,
-        )
-
-    def _with(self, config: LoaderConfig, knob: str, value: Any) -> LoaderConfig | None:
-        """``config`` with one knob changed; None where the knob does not apply (prefetch or
-        persistence without workers)."""
-        w, b, pin = config.num_workers, config.batch_size, config.pin_memory
-        pf, persist, cache = config.prefetch_factor, config.persistent_workers, config.cache
-        if knob in (PF, PERSIST) and w == 0:
-            return None
-        if knob == W:
-            if w == 0:  # workers appear: their knobs take the defaults
-                return self._config(value, b, pin, cache=cache)
-            return self._config(value, b, pin, pf, persist, cache)
-        if knob == B:
-            return self._config(w, value, pin, pf, persist, cache)
-        if knob == PIN:
-            return self._config(w, b, value, pf, persist, cache)
-        if knob == PF:
-            return self._config(w, b, pin, value, persist, cache)
-        if knob == CACHE:
-            return self._config(w, b, pin, pf, persist, value)
-        return self._config(w, b, pin, pf, value, cache)
 
 
 def _major(config: LoaderConfig) -> tuple[int, int, bool, str | None]:
     return config.num_workers, config.batch_size, config.persistent_workers, config.cache
-
-
-def _values(observed: Sequence[Observation], *, pruned: bool = False) -> dict[LoaderConfig, float]:
-    """The measured value of every configuration with a complete, feasible trial (the median
-    when it was measured more than once); ``pruned``: a pruned trial's last window too, where
-    its configuration has no complete trial (the shape of a curve, not a candidate)."""
-    by_config: dict[LoaderConfig, list[float]] = {}
-    if pruned:
-        complete = _values(observed)
-        for o in observed:
-            if o.state == PRUNED and o.value and o.value > 0 and o.config not in complete:
-                by_config.setdefault(o.config, []).append(o.value)
-        return {**{c: statistics.median(v) for c, v in by_config.items()}, **complete}
-    for o in observed:
-        if o.state == COMPLETE and o.value is not None and o.value > 0:
-            by_config.setdefault(o.config, []).append(o.value)
-    return {c: statistics.median(v) for c, v in by_config.items()}

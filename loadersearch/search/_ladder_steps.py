@@ -1,0 +1,203 @@
+"""The steps :class:`~loadersearch.search._structured.StructuredStrategy` takes from a
+configuration: one knob at a time, along a doubling ladder (:func:`ladder`), by bisection
+between measured values, or to the vertex of the worker curve (:mod:`._worker_curve`), and the
+configurations those steps land on (:class:`LadderSteps`)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from loadersearch._loader_config import LoaderConfig
+from loadersearch.search._space import SearchSpace
+from loadersearch.search._worker_curve import worker_vertex
+
+W, B, PIN, PF, PERSIST, CACHE = (
+    "num_workers",
+    "batch_size",
+    "pin_memory",
+    "prefetch_factor",
+    "persistent_workers",
+    "cache",
+)
+
+
+def ladder(values: Sequence[int]) -> list[int]:
+    """The coarse steps through ordered integer ``values``: the ends and the powers of two
+    between them (0..32 -> 0 1 2 4 8 16 32; batch 8..128 step 8 -> 8 16 32 64 128)."""
+    lo, hi = values[0], values[-1]
+    return sorted({lo, hi} | {v for v in values if v > 0 and v & (v - 1) == 0})
+
+
+class LadderSteps:
+    """The moves one knob away from a configuration, on the values of a search space: a base
+    of the structured strategy, which decides their order."""
+
+    space: SearchSpace
+    values: dict[str, list[Any]]  # each knob's values in the space, in order
+    ladders: dict[str, list[int]]  # the coarse steps of workers, batch and prefetch
+    pin: bool
+    default_prefetch: int
+    default_persistent: bool
+    default_cache: Any
+    _configs: list[LoaderConfig] | None
+
+    def _vertex(
+        self,
+        best: LoaderConfig,
+        known: Callable[[LoaderConfig, bool], bool],
+        values: dict[LoaderConfig, float],
+        *,
+        fine: bool,
+    ) -> list[LoaderConfig]:
+        """The worker count where a parabola through the best count and its nearest measured
+        neighbours (log2 of the workers against the log of the throughput, at ``best``'s other
+        knobs) peaks: an optimum between ladder points (5, 7, 14, 20) in one step, where a
+        bisection needs two or three. Nothing when ``best`` is at an end of what was measured
+        or the vertex rounds to a measured count. Coarse (``fine`` False): only while the
+        neighbours are more than 1.5x apart; fine: down to neighbours 1.25x apart."""
+        w = best.num_workers
+        if w <= 0:
+            return []
+        at: dict[int, float] = {}
+        other: dict[int, float] = {}  # the other persistence (a baseline), where none matches
+        for c, v in values.items():
+            if c.num_workers > 0 and (c.batch_size, c.cache) == (best.batch_size, best.cache):
+                into = at if c.persistent_workers == best.persistent_workers else other
+                into[c.num_workers] = max(v, into.get(c.num_workers, 0.0))
+        at = {**other, **at}
+        if w not in at:
+            return []
+        below = [x for x in at if x < w]
+        above = [x for x in at if x > w]
+        if not below or not above:
+            return []
+        lo, hi = max(below), min(above)
+        if (hi > 1.5 * lo) == fine or hi <= 1.25 * lo:
+            return []
+        vertex = worker_vertex((lo, at[lo]), (w, at[w]), (hi, at[hi]))
+        if vertex is None:
+            return []
+        between = [x for x in self.values[W] if lo < x < hi and x != w]
+        if not between:
+            return []
+        pick = min(between, key=lambda x: (abs(math.log2(x) - math.log2(vertex)), x))
+        config = self._with(best, W, pick)
+        return [config] if config is not None and not known(config, False) else []
+
+    def _coarse(self, best: LoaderConfig, knob: str, *, up_first: bool) -> list[LoaderConfig]:
+        """The ladder steps just above and just below ``best``'s value of ``knob``."""
+        value = getattr(best, knob)
+        if value is None:  # prefetch_factor without workers
+            return []
+        steps = self.ladders[knob]
+        up = [v for v in steps if v > value][:1]
+        down = [v for v in steps if v < value][-1:]
+        order = up + down if up_first else down + up
+        return [c for c in (self._with(best, knob, v) for v in order) if c is not None]
+
+    def _toggle(self, best: LoaderConfig, knob: str) -> list[LoaderConfig]:
+        others = [v for v in self.values[knob] if v != getattr(best, knob)]
+        return [c for c in (self._with(best, knob, v) for v in others) if c is not None]
+
+    def _bisect(
+        self,
+        best: LoaderConfig,
+        knob: str,
+        known: Callable[[LoaderConfig, bool], bool],
+        values: dict[LoaderConfig, float],
+        *,
+        fine: bool,
+        minor: bool = False,
+        resolution: float = 1.0,
+    ) -> list[LoaderConfig]:
+        """Midpoints between ``best``'s value and the nearest values measured on either side
+        (with ``best``'s other knobs), the side whose neighbour measured better first. Coarse
+        (``fine`` False): only where the neighbour is more than 1.5x away (4 and 8 -> 6);
+        fine: the rest (4 and 6 -> 5), down to neighbours ``resolution`` x apart."""
+        value = getattr(best, knob)
+        if value is None:
+            return []
+        seen = {v for v in self.values[knob] if self._known(best, knob, v, known, minor)}
+        found = []
+        for below in (True, False):
+            nearer = [v for v in seen if (v < value if below else v > value)]
+            if not nearer:
+                continue
+            neighbour = max(nearer) if below else min(nearer)
+            lo, hi = min(neighbour, value), max(neighbour, value)
+            between = [v for v in self.values[knob] if lo < v < hi]
+            if not between or (hi > 1.5 * max(lo, 1)) == fine:
+                continue
+            if fine and hi <= resolution * max(lo, 1):
+                continue
+            middle = (lo + hi) / 2
+            pick = min(between, key=lambda v: (abs(v - middle), v))
+            score = values.get(self._with(best, knob, neighbour), 0.0)
+            found.append((-score, self._with(best, knob, pick)))
+        return [c for _, c in sorted(found, key=lambda f: f[0]) if c is not None]
+
+    def _known(self, best: LoaderConfig, knob: str, value: Any,
+               known: Callable[[LoaderConfig, bool], bool], minor: bool) -> bool:  # fmt: skip
+        config = self._with(best, knob, value)
+        return config is not None and known(config, minor)
+
+    def _nearest_unmeasured(
+        self, best: LoaderConfig, held: set[LoaderConfig]
+    ) -> LoaderConfig | None:
+        if self._configs is None:
+            self._configs = self.space.configs()
+        left = [c for c in self._configs if c not in held]
+        if not left:
+            return None
+        return min(left, key=lambda c: self._distance(best, c))
+
+    def _distance(self, a: LoaderConfig, b: LoaderConfig) -> float:
+        total = 0.0
+        for knob, vals in self.values.items():
+            va, vb = getattr(a, knob), getattr(b, knob)
+            if va == vb:
+                continue
+            if va is None or vb is None or len(vals) < 2:
+                total += 1.0
+            else:
+                total += abs(vals.index(va) - vals.index(vb)) / (len(vals) - 1)
+        return total
+
+    # -- configurations ------------------------------------------------------------------------
+
+    def _config(self, workers: int, batch: int, pin: bool, prefetch: int | None = None,
+                persistent: bool | None = None, cache: Any = ...) -> LoaderConfig:  # fmt: skip
+        cache = self.default_cache if cache is ... else cache
+        if workers == 0:
+            return LoaderConfig(0, batch, pin, cache=cache)
+        return LoaderConfig(
+            workers,
+            batch,
+            pin,
+            self.default_prefetch if prefetch is None else prefetch,
+            self.default_persistent if persistent is None else persistent,
+            cache=cache,
+        )
+
+    def _with(self, config: LoaderConfig, knob: str, value: Any) -> LoaderConfig | None:
+        """``config`` with one knob changed; None where the knob does not apply (prefetch or
+        persistence without workers)."""
+        w, b, pin = config.num_workers, config.batch_size, config.pin_memory
+        pf, persist, cache = config.prefetch_factor, config.persistent_workers, config.cache
+        if knob in (PF, PERSIST) and w == 0:
+            return None
+        if knob == W:
+            if w == 0:  # workers appear: their knobs take the defaults
+                return self._config(value, b, pin, cache=cache)
+            return self._config(value, b, pin, pf, persist, cache)
+        if knob == B:
+            return self._config(w, value, pin, pf, persist, cache)
+        if knob == PIN:
+            return self._config(w, b, value, pf, persist, cache)
+        if knob == PF:
+            return self._config(w, b, pin, value, persist, cache)
+        if knob == CACHE:
+            return self._config(w, b, pin, pf, persist, value)
+        return self._config(w, b, pin, pf, value, cache)
