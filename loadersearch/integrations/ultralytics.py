@@ -43,372 +43,58 @@ their ``check_det_dataset`` would make, and a ``.pt`` that is not a local file i
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import functools
 import logging
 import os
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from loadersearch import LoaderConfig, PipelineSpec
+from loadersearch import PipelineSpec
 from loadersearch._loader_config import PLATFORM_START_METHOD
-from loadersearch._options import PATH, TABLE, WHOLE, opt
 from loadersearch.errors import LoaderSearchError, SpecError
-from loadersearch.integrations import require
+from loadersearch.integrations._ultralytics_answer import UltralyticsResult, answer_lines
+from loadersearch.integrations._ultralytics_pipeline import (
+    _cfg,
+    _data_dict,
+    _import,
+    yolo_dataset,
+    yolo_model,
+    yolo_step,
+)
+from loadersearch.integrations._ultralytics_spec import (
+    CACHES,
+    EXTRA,
+    UltralyticsSpec,
+    _cache_value,
+)
 from loadersearch.measure import DEFAULT_PRECISION
 
 if TYPE_CHECKING:
-    import torch
 
     from loadersearch import TuneResult
-    from loadersearch.report import BaselineResult
 
-__all__ = ["UltralyticsResult", "UltralyticsSpec", "answer_lines", "pipeline_spec", "tune"]
+__all__ = [
+    "CACHES",
+    "EXTRA",
+    "UltralyticsResult",
+    "UltralyticsSpec",
+    "answer_lines",
+    "pipeline_spec",
+    "tune",
+    "yolo_dataset",
+    "yolo_model",
+    "yolo_step",
+]
 
 _logger = logging.getLogger(__name__)
 
-EXTRA = "ultralytics"  # pip install 'loadersearch[ultralytics]'
-CACHES = ("false", "ram", "disk")  # in the order they are measured (see _order)
+_PIPELINE = "loadersearch.integrations._ultralytics_pipeline"  # the parts, by reference
 _COLLATE = "ultralytics.data.dataset:YOLODataset.collate_fn"  # their collate, by reference
-_SELF = __name__
 # The loader knobs a user may narrow or fix: the others are what their loader does.
 _USER_KNOBS = ("num_workers", "batch_size")
 # The study options the integration sets itself.
 _OWN = ("dataset", "model", "loss", "step", "collate_fn", "dataset_kwargs", "model_kwargs")
-
-
-def _cache_name(value: Any) -> str:
-    """``False``/``None``/``"false"``/``"none"`` -> ``"false"``; ``True``/``"ram"`` -> ``"ram"``;
-    ``"disk"``; else a ValueError naming the choices (Ultralytics' own spellings)."""
-    if value is None or value is False:
-        return "false"
-    if value is True:
-        return "ram"
-    text = str(value).strip().lower()
-    text = {"none": "false", "no": "false", "0": "false", "true": "ram"}.get(text, text)
-    if text not in CACHES:
-        raise ValueError(
-            f"Unknown Ultralytics cache {value!r}; choose from False, ram, disk (their "
-            "cache= values), e.g. --ultralytics-cache false,ram."
-        )
-    return text
-
-
-def _cache_value(name: str) -> bool | str:
-    """Ultralytics' value of a cache choice: ``False``, ``"ram"`` or ``"disk"``."""
-    return False if name == "false" else name
-
-
-@dataclass(frozen=True)
-class UltralyticsSpec:
-    """What an Ultralytics study tunes: the ``model.train()`` arguments that are not the
-    loader's. Each field is an option of ``loadersearch run`` and of :func:`tune`."""
-
-    data: str = opt(  # the dataset YAML, as `yolo train data=` takes it
-        kind=PATH, flags=("--ultralytics",), dest="ultralytics_data", metavar="DATA.yaml",
-        help="Tune an Ultralytics YOLO training (their dataset, augmentations, collate, model "
-        "and loss) on this dataset YAML; the answer is model.train(...) and yolo train "
-        "lines. The model is --model (a .yaml, or a local .pt). "
-        "`loadersearch make-dataset --format yolo DIR` writes DIR/data.yaml.",
-    )  # fmt: skip
-    # On the command line the pipeline's --model: with --ultralytics it names the YOLO model.
-    model: str = opt("yolo11n.yaml", flags=(), help="The YOLO model: a .yaml or a local .pt.")
-    imgsz: int = opt(
-        640, kind=WHOLE, low=32, flags=("--imgsz",), dest="imgsz",
-        help="With --ultralytics: the training image size, their imgsz [default: {default}].",
-    )  # fmt: skip
-    # The cache choices to measure, each a study of its own (see the module docstring).
-    cache: tuple[str, ...] = opt(
-        ("false", "ram"), flags=("--ultralytics-cache",), dest="ultralytics_cache",
-        metavar="LIST",
-        help="With --ultralytics: their cache= choices to measure, from false, ram, disk "
-        "[default: false,ram]. Each is a study of its own; disk writes .npy files next to "
-        "your images, which every later training then reads, cache or not.",
-    )  # fmt: skip
-    # Ultralytics hyperparameters (their cfg keys: mosaic, mixup, fliplr, nbs, ...) the
-    # training uses; on the command line --arg dataset.KEY=VALUE.
-    hyp: dict[str, Any] = opt({}, kind=TABLE, flags=())
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.data, str) or not self.data:
-            raise ValueError(f"data must be the path of a dataset YAML but got {self.data!r}.")
-        if isinstance(self.imgsz, bool) or int(self.imgsz) != self.imgsz or self.imgsz % 32:
-            raise ValueError(
-                f"imgsz must be a multiple of 32 (YOLO's stride) but got {self.imgsz!r}."
-            )
-        given = self.cache
-        if isinstance(given, str):
-            given = [c for c in given.split(",") if c.strip()]
-        elif isinstance(given, (bool, type(None))):
-            given = [given]
-        names = {_cache_name(c) for c in given}
-        if not names:
-            raise ValueError("cache: give at least one of false, ram, disk.")
-        object.__setattr__(self, "cache", tuple(c for c in CACHES if c in names))
-        object.__setattr__(self, "hyp", dict(self.hyp or {}))
-        own = {"data", "model", "imgsz", "cache", "workers", "batch"} & set(self.hyp)
-        if own:
-            raise ValueError(
-                f"hyp {', '.join(sorted(own))}: give it as tune()'s argument (or searched), "
-                "not as a hyperparameter."
-            )
-
-
-# -- the pipeline, built in the measuring process ------------------------------------------
-
-
-def _import() -> Any:
-    """Ultralytics, imported offline (``YOLO_OFFLINE=1`` unless set: no DNS probe at import,
-    no analytics, no update check)."""
-    os.environ.setdefault("YOLO_OFFLINE", "1")
-    return require("ultralytics", EXTRA)
-
-
-@contextlib.contextmanager
-def _no_font_download() -> Iterator[None]:
-    """``check_det_dataset`` asks for a plotting font, a download when the machine lacks it;
-    nothing here plots, so the check is skipped while it runs."""
-    from ultralytics.data import utils as data_utils
-
-    saved = data_utils.check_font
-    data_utils.check_font = lambda *args, **kwargs: None
-    try:
-        yield
-    finally:
-        data_utils.check_font = saved
-
-
-def _cfg(overrides: Mapping[str, Any]) -> Any:
-    """Their configuration: ``get_cfg(DEFAULT_CFG, overrides)``, as ``model.train(**kw)``."""
-    _import()
-    from ultralytics.cfg import get_cfg
-    from ultralytics.utils import DEFAULT_CFG
-
-    return get_cfg(DEFAULT_CFG, dict(overrides))
-
-
-def _data_dict(data: str) -> dict[str, Any]:
-    """``DATA.yaml`` read and resolved by their ``check_det_dataset``, never downloading."""
-    _import()
-    from ultralytics.data.utils import check_det_dataset
-
-    with _no_font_download():
-        return check_det_dataset(data, autodownload=False)
-
-
-def yolo_dataset(
-    data: str,
-    imgsz: int,
-    cache: bool | str = False,
-    batch: int = 16,
-    stride: int = 32,
-    hyp: Mapping[str, Any] | None = None,
-) -> Any:
-    """Their training dataset, as ``DetectionTrainer.build_dataset`` builds it:
-    ``build_yolo_dataset(cfg, data["train"], batch, data, mode="train", stride=stride)`` with
-    ``cfg = get_cfg(overrides={imgsz, cache, **hyp})``. ``batch`` sizes its per-worker image
-    buffer (``min(images, 8 x batch, 1000)``), as the training batch does."""
-    _import()
-    from ultralytics.data import build_yolo_dataset
-
-    cfg = _cfg({**dict(hyp or {}), "data": data, "imgsz": imgsz, "cache": cache})
-    info = _data_dict(data)
-    return build_yolo_dataset(cfg, info["train"], batch, info, mode="train", stride=stride)
-
-
-def yolo_model(model: str, nc: int, channels: int = 3, hyp: Mapping[str, Any] | None = None):
-    """Their ``DetectionModel``, as ``DetectionTrainer.get_model`` builds it: from the
-    ``.yaml`` (or the ``.pt``'s own yaml, its weights loaded), ``nc`` classes, ``args`` set
-    (the loss reads its gains there), the ``.dfl`` layer frozen as their trainer freezes it."""
-    _import()
-    from ultralytics.nn.tasks import DetectionModel, load_checkpoint
-
-    weights = None
-    cfg: Any = model
-    if model.endswith(".pt"):
-        weights, _ = load_checkpoint(model)
-        cfg = weights.yaml
-    net = DetectionModel(cfg, nc=nc, ch=channels, verbose=False)
-    if weights is not None:
-        net.load(weights)
-    net.args = _cfg({**dict(hyp or {}), "model": model})
-    for name, p in net.named_parameters():
-        p.requires_grad = ".dfl" not in name
-    return net
-
-
-def yolo_step(
-    model: torch.nn.Module, device: torch.device, hyp: Mapping[str, Any] | None = None
-) -> Any:
-    """One iteration of their ``_do_train``: ``img / 255`` (``preprocess_batch``), the loss
-    under float16 autocast on CUDA, backward through a GradScaler, and every
-    ``round(nbs / batch)`` batches their ``optimizer_step`` (unscale, clip to 10, step,
-    update, zero_grad, EMA update). The optimizer is SGD at their lr0 and momentum."""
-    import torch
-
-    _import()
-    from ultralytics.utils.torch_utils import ModelEMA
-
-    cfg = _cfg(dict(hyp or {}))
-    amp = device.type == "cuda" and bool(cfg.amp)
-    scaler = torch.amp.GradScaler("cuda", enabled=amp)
-    params = [p for p in model.parameters() if p.requires_grad]
-    optimizer = torch.optim.SGD(params, lr=cfg.lr0, momentum=cfg.momentum, nesterov=True)
-    ema = ModelEMA(model)
-    done = {"batches": 0}
-
-    def step(batch: dict[str, Any]) -> None:
-        batch["img"] = batch["img"].float() / 255
-        with torch.autocast(device.type, dtype=torch.float16, enabled=amp):
-            loss, _ = model(batch)
-        scaler.scale(loss.sum()).backward()
-        done["batches"] += 1
-        if done["batches"] % max(round(cfg.nbs / batch["img"].shape[0]), 1) == 0:
-            scaler.unscale_(optimizer)
-            torch.nn.utils.clip_grad_norm_(params, max_norm=10.0)
-            scaler.step(optimizer)
-            scaler.update()
-            optimizer.zero_grad()
-            ema.update(model)
-
-    return step
-
-
-# -- the answer, in their terms -------------------------------------------------------------
-
-
-def _literal(value: Any) -> str:
-    return f'"{value}"' if isinstance(value, str) else repr(value)
-
-
-def answer_lines(
-    data: str,
-    model: str,
-    imgsz: int,
-    workers: int,
-    batch: int,
-    cache: bool | str,
-    hyp: Mapping[str, Any] | None = None,
-    pin_memory: bool | None = None,
-) -> list[str]:
-    """The lines to paste: ``model = YOLO(...)``, ``model.train(...)`` and the ``yolo train``
-    command. ``pin_memory`` is given only for an Ultralytics with a ``PIN_MEMORY`` switch
-    (an environment variable, named before the command)."""
-    cache = _cache_value(_cache_name(cache))
-    args: dict[str, Any] = {"data": data, "imgsz": imgsz, **dict(hyp or {})}
-    args.update(workers=workers, batch=batch, cache=cache)
-    python = ", ".join(f"{k}={_literal(v)}" for k, v in args.items())
-    words = " ".join(f"{k}={v}" for k, v in {"data": data, "model": model, **args}.items())
-    env = "" if pin_memory is None else f"PIN_MEMORY={pin_memory} "
-    lines = [
-        f"model = YOLO({_literal(model)})",
-        f"model.train({python})",
-        f"{env}yolo train {words}",
-    ]
-    if pin_memory is not None:  # read by their data/build.py when it is imported
-        lines.insert(0, f'os.environ["PIN_MEMORY"] = "{pin_memory}"  # before ultralytics')
-    return lines
-
-
-@dataclass
-class UltralyticsResult:
-    """What :func:`tune` found: one loadersearch study per cache choice (``studies``), the
-    chosen cache, its winner, and the lines to paste."""
-
-    spec: UltralyticsSpec
-    studies: dict[str, TuneResult]  # by cache choice: "false", "ram", "disk"
-    cache: str | None  # the chosen cache choice; None: no study has a feasible configuration
-    best: LoaderConfig | None  # its winner
-    images_per_s: float | None
-    pin_switch: bool = False  # this Ultralytics has a PIN_MEMORY switch: the answer names it
-    notes: list[str] = field(default_factory=list)
-
-    @property
-    def workers(self) -> int:
-        return self._best().num_workers
-
-    @property
-    def batch(self) -> int:
-        return self._best().batch_size
-
-    def train_kwargs(self) -> dict[str, Any]:
-        """``model.train()``'s keyword arguments: data, imgsz, the hyperparameters measured
-        under, workers, batch, cache."""
-        best = self._best()
-        return {
-            "data": self.spec.data,
-            "imgsz": self.spec.imgsz,
-            **self.spec.hyp,
-            "workers": best.num_workers,
-            "batch": best.batch_size,
-            "cache": _cache_value(self.cache or "false"),
-        }
-
-    def lines(self) -> list[str]:
-        """The lines to paste (:func:`answer_lines`)."""
-        best = self._best()
-        return answer_lines(
-            self.spec.data,
-            self.spec.model,
-            self.spec.imgsz,
-            best.num_workers,
-            best.batch_size,
-            _cache_value(self.cache or "false"),
-            self.spec.hyp,
-            best.pin_memory if self.pin_switch else None,
-        )
-
-    def default(self) -> BaselineResult | None:
-        """Ultralytics' defaults as measured (their rule's baseline: ``workers=8`` as their
-        loader cuts it, ``batch=16``, no cache), when the no-cache study measured them."""
-        study = self.studies.get("false")
-        if study is None:
-            return None
-        return next((b for b in study.summary.baselines if "ultralytics" in b.name), None)
-
-    def report(self) -> str:
-        """Each cache choice's winner, Ultralytics' defaults against the answer, the lines."""
-        out = []
-        for name, r in self.studies.items():
-            if r.best is None or r.images_per_s is None:
-                out.append(f"cache={_cache_value(name)}: no feasible configuration")
-                continue
-            how = "confirmed" if r.confirmed else "unconfirmed"
-            out.append(
-                f"cache={_cache_value(name)}: {_loader_terms(r.best)}: "
-                f"{r.images_per_s:.1f} img/s ({how}; study {r.study_name})"
-            )
-        if self.best is None or self.images_per_s is None:
-            return "\n".join([*out, "No feasible configuration: nothing to paste."])
-        base = self.default()
-        if base is not None and base.rate:
-            started = base.label.split()[0].lstrip("w")  # "w2 b16 pf4 persist"
-            out.append(
-                f"Ultralytics' defaults (workers=8: their loader starts {started} here; "
-                f"batch=16, cache=False): {base.rate:.1f} img/s; the answer: "
-                f"{self.images_per_s:.1f} img/s ({self.images_per_s / base.rate:.2f}x)"
-            )
-        out.extend(self.notes)
-        out.append("Paste into your training:")
-        out.extend(f"  {line}" for line in self.lines())
-        return "\n".join(out)
-
-    def __str__(self) -> str:
-        return self.report()
-
-    def _best(self) -> LoaderConfig:
-        if self.best is None:
-            from loadersearch.errors import StudyError
-
-            raise StudyError("no Ultralytics study has a feasible configuration.")
-        return self.best
-
-
-def _loader_terms(config: LoaderConfig) -> str:
-    pin = " pin_memory" if config.pin_memory else ""
-    return f"workers={config.num_workers} batch={config.batch_size}{pin}"
 
 
 # -- the search -------------------------------------------------------------------------------
@@ -650,12 +336,12 @@ def pipeline_spec(
     dataset = {"data": spec.data, "imgsz": spec.imgsz, "cache": _cache_value(choice)}
     model = {"model": spec.model, "nc": int(info["nc"]), "channels": int(info["channels"])}
     return PipelineSpec(
-        dataset=f"{_SELF}:yolo_dataset",
+        dataset=f"{_PIPELINE}:yolo_dataset",
         dataset_kwargs={**dataset, "batch": batch, "stride": 32, **hyp},
         collate=_COLLATE,
-        model=f"{_SELF}:yolo_model",
+        model=f"{_PIPELINE}:yolo_model",
         model_kwargs={**model, **hyp},
-        step=f"{_SELF}:yolo_step",
+        step=f"{_PIPELINE}:yolo_step",
         step_kwargs=hyp,
     )
 

@@ -19,6 +19,7 @@ from click.testing import CliRunner
 os.environ.setdefault("YOLO_OFFLINE", "1")
 os.environ.setdefault("YOLO_CONFIG_DIR", tempfile.mkdtemp(prefix="loadersearch-yolo-config-"))
 
+from loadersearch import LoaderConfig  # noqa: E402
 from loadersearch._options import declared, default_of, help_of  # noqa: E402
 from loadersearch.cli import cli  # noqa: E402
 from loadersearch.integrations import ultralytics as ul  # noqa: E402
@@ -120,7 +121,7 @@ def test_each_option_is_declared_once_for_the_cli_and_the_api() -> None:
 
 
 def _study(rate: float | None, confirmed: bool = True) -> SimpleNamespace:
-    best = None if rate is None else ul.LoaderConfig(num_workers=2, batch_size=16)
+    best = None if rate is None else LoaderConfig(num_workers=2, batch_size=16)
     return SimpleNamespace(best=best, images_per_s=rate, confirmed=confirmed)
 
 
@@ -293,7 +294,8 @@ def test_tune_measures_each_cache_choice_and_answers_in_their_terms(yolo_data, t
     for choice, study in result.studies.items():
         assert study.study_name == f"ul-cache-{choice}"
         pipeline = study.study.user_attrs["spec"]["workload"]["pipeline"]
-        assert pipeline["dataset"] == "loadersearch.integrations.ultralytics:yolo_dataset"
+        dataset = "loadersearch.integrations._ultralytics_pipeline:yolo_dataset"
+        assert pipeline["dataset"] == dataset
         assert pipeline["collate"] == "ultralytics.data.dataset:YOLODataset.collate_fn"
         assert pipeline["dataset_kwargs"]["cache"] == ul._cache_value(choice)
         assert study.best is not None and study.best.persistent_workers in (True, False)
