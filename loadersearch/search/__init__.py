@@ -44,14 +44,8 @@ from loadersearch.search._settings import (
     resolve_settings,
 )
 from loadersearch.search._settle import QUIET_FOR, Z90, settled, trial_noise
-from loadersearch.search._space import (
-    KNOBS,
-    SearchSpace,
-    SpaceError,
-    config_from_params,
-    default_worker_bound,
-    parse_assignment,
-)
+from loadersearch.search._space import SearchSpace, config_from_params, default_worker_bound
+from loadersearch.search._space_text import KNOBS, SpaceError, parse_assignment
 from loadersearch.search._study import RunOutcome, enqueue_baselines, join_study, run_study
 from loadersearch.search._study_identity import (
     NOT_IDENTITY,

@@ -42,7 +42,8 @@ from loadersearch._options import parse_size as config_parse_size
 from loadersearch.errors import SpecError
 from loadersearch.measure import MeasurePlan
 from loadersearch.search._defaults import cpu_bound, default_plan, default_space
-from loadersearch.search._space import KNOBS, SearchSpace, SpaceError
+from loadersearch.search._space import SearchSpace
+from loadersearch.search._space_text import KNOBS, SpaceError
 from loadersearch.workload import PipelineSpec, WorkloadSpec, check_gpus
 
 PRUNERS = ("wilcoxon", "median", "none")

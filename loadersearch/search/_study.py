@@ -52,7 +52,8 @@ from loadersearch.search._opening import (
 from loadersearch.search._progress import Progress
 from loadersearch.search._settings import StudySettings
 from loadersearch.search._settle import SETTLE_ATTR, settle_check
-from loadersearch.search._space import SearchSpace, SpaceError
+from loadersearch.search._space import SearchSpace
+from loadersearch.search._space_text import SpaceError
 from loadersearch.workload import uses_cuda
 
 if TYPE_CHECKING:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from loadersearch.errors import SpecError
-from loadersearch.search._space import KNOBS
+from loadersearch.search._space_text import KNOBS
 
 # Workload fields that do not change what a trial measures: a resume may change them without
 # splitting the study (e.g. --skip-bad-samples after a run stopped on a bad label).

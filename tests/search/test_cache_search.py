@@ -14,7 +14,8 @@ from loadersearch import LoaderConfig
 from loadersearch.report import answer_python, cache_line, open_study, summarize
 from loadersearch.search._objective import workload_for
 from loadersearch.search._settings import Overrides, SpecError, resolve_settings
-from loadersearch.search._space import SearchSpace, SpaceError
+from loadersearch.search._space import SearchSpace
+from loadersearch.search._space_text import SpaceError
 from loadersearch.search._structured import StructuredStrategy
 from loadersearch.workload import WorkloadSpec
 

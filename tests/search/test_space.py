@@ -7,7 +7,8 @@ import pytest
 
 from loadersearch import DEFAULT_START_METHOD, LoaderConfig
 from loadersearch.search._confirm import trial_config
-from loadersearch.search._space import SearchSpace, SpaceError, parse_assignment
+from loadersearch.search._space import SearchSpace
+from loadersearch.search._space_text import SpaceError, parse_assignment
 
 
 def test_space_range_accepts_low_high_and_a_batch_step() -> None:

@@ -9,7 +9,7 @@ import pytest
 from helpers.studies import EmulatedStudy, run_cli
 from optuna.trial import TrialState
 
-from loadersearch.search._space import KNOBS
+from loadersearch.search._space_text import KNOBS
 
 
 def _load(study: EmulatedStudy) -> optuna.Study:
