@@ -101,31 +101,41 @@ class CpuBudget:
 
     def describe(self) -> str:
         """One line, e.g. ``12 CPUs allowed by the cgroup CPU quota (...), 4 ranks
-        (LOCAL_WORLD_SIZE): 3 CPUs each, up to 2 workers each, one CPU kept for each training
-        process``."""
+        (LOCAL_WORLD_SIZE): 3 CPUs each, workers searched up to 3 each; 2 workers each leave one
+        CPU for each training process``."""
         head = f"{self.cpus} CPU{_s(self.cpus)}"
         if self.limit:
             head += f" allowed by {self.limit}"
         elif self.machine_cpus:
             head += " (all of this machine's)"
-        w = self.workers_per_rank
+        w, bound = self.workers_per_rank, self.worker_bound
+        # Both figures: the search range's top (a storage-bound load gains workers beyond the
+        # CPUs) and the workers that leave each training process its CPU (a CPU-bound one).
         if self.ranks > 1:
             source = f" ({self.ranks_source})" if self.ranks_source else ""
             per = self.cpus_per_rank
-            tail = f"{self.ranks} ranks{source}: {per} CPU{_s(per)} each, "
+            tail = f"{self.ranks} ranks{source}: {per} CPU{_s(per)} each, workers searched up "
+            tail += f"to {bound} each"
             if self.cpus < self.ranks:
                 tail = (
                     f"{self.ranks} ranks{source}: fewer CPUs than ranks, 1 worker each, "
                     "sharing the CPUs with the training processes"
                 )
             elif per > 1:
-                tail += f"up to {w} worker{_s(w)} each, one CPU kept for each training process"
+                tail += f"; {w} worker{_s(w)} each leave one CPU for each training process"
             else:
-                tail += "1 worker each, sharing its CPU with the rank's training process"
+                tail += ", sharing its CPU with the rank's training process"
         elif self.cpus > 1:
-            tail = f"1 process: up to {w} worker{_s(w)}, one CPU kept for the training process"
+            tail = (
+                f"1 process: workers searched up to {bound} (above the CPUs, for loads that wait "
+                f"on storage); {w} worker{_s(w)} leave{'s' if w == 1 else ''} one CPU for the "
+                "training process"
+            )
         else:
-            tail = "1 process: 1 worker, sharing the CPU with the training process"
+            tail = (
+                f"1 process: workers searched up to {bound}; 1 worker shares the CPU with the "
+                "training process"
+            )
         return f"{head}, {tail}"
 
     def to_dict(self) -> dict[str, Any]:

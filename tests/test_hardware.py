@@ -265,7 +265,8 @@ def test_a_cgroup_v2_quota_of_200000_per_100000_allows_2_cpus(tmp_path):
     assert b.cores == 2  # 4 physical cores among CPUs 0-7, capped at the 2 CPUs
     assert b.describe() == (
         f"2 CPUs allowed by the cgroup CPU quota ({root}/cpu.max 200000 100000 = 2 CPUs), "
-        "1 process: up to 1 worker, one CPU kept for the training process"
+        "1 process: workers searched up to 4 (above the CPUs, for loads that wait on storage); "
+        "1 worker leaves one CPU for the training process"
     )
 
 
@@ -275,7 +276,8 @@ def test_max_in_cpu_max_is_no_quota(tmp_path):
     assert cpu_quota(cgroup_root=root, proc=proc) is None
     b = cpu_budget(cgroup_root=root, proc=proc, affinity=range(8), environ={})
     assert (b.cpus, b.limit, b.worker_bound) == (8, None, 16)
-    assert b.describe().startswith("8 CPUs (all of this machine's), 1 process: up to 7 workers")
+    assert b.describe().startswith("8 CPUs (all of this machine's), 1 process: workers searched")
+    assert "up to 16 (above the CPUs" in b.describe() and "; 7 workers leave one" in b.describe()
 
 
 def test_the_tightest_quota_on_the_path_up_from_the_process_s_cgroup_counts(tmp_path):
@@ -288,7 +290,7 @@ def test_the_tightest_quota_on_the_path_up_from_the_process_s_cgroup_counts(tmp_
     b = cpu_budget(cgroup_root=root, proc=proc, affinity=range(4), environ={})
     assert b.cpus == 1  # 1.5 CPUs rounded down: over the quota the whole cgroup is throttled
     assert "= 1.5 CPUs, rounded down" in b.describe()
-    assert b.describe().endswith("1 process: 1 worker, sharing the CPU with the training process")
+    assert b.describe().endswith("up to 2; 1 worker shares the CPU with the training process")
 
 
 def test_the_unified_mount_and_a_v1_cpu_controller_are_found_in_mountinfo(tmp_path):
@@ -329,8 +331,8 @@ def test_local_world_size_4_shares_12_cpus_3_each_2_workers_beside_each_rank(tmp
     )  # fmt: skip
     assert b.describe() == (
         f"12 CPUs allowed by the cgroup CPU quota ({root}/cpu.max 1200000 100000 = 12 CPUs), "
-        "4 ranks (LOCAL_WORLD_SIZE): 3 CPUs each, up to 2 workers each, one CPU kept for each "
-        "training process"
+        "4 ranks (LOCAL_WORLD_SIZE): 3 CPUs each, workers searched up to 3 each; 2 workers each "
+        "leave one CPU for each training process"
     )
     # the caller's count of ranks wins over the environment's
     two = cpu_budget(2, ranks_source="--gpus", cgroup_root=root, proc=proc, affinity=range(16),

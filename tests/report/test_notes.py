@@ -138,8 +138,8 @@ def test_the_machine_section_states_the_study_s_cpu_budget(hand_study):
     hand_study.set_user_attr("cpu_budget", budget.to_dict())
     summary = summarize(hand_study)
     line = (
-        f"6 CPUs allowed by {quota}, 2 ranks (--gpus): 3 CPUs each, up to 2 workers each, "
-        "one CPU kept for each training process"
+        f"6 CPUs allowed by {quota}, 2 ranks (--gpus): 3 CPUs each, workers searched up to 3 "
+        "each; 2 workers each leave one CPU for each training process"
     )
     assert summary.cpu_budget == line
     assert f"GiB). CPU budget: {line}. Noise:" in study_note(summary, importances(hand_study))

@@ -102,8 +102,8 @@ def test_a_run_states_its_cpu_budget_and_the_study_keeps_it(tmp_path, monkeypatc
     progress = Notes()
     run_study(settings, measure_fn=steady_measure(), hardware=host, progress=progress)
     line = (
-        f"3 CPUs allowed by {affinity}, 1 process: up to 2 workers, one CPU kept for the "
-        "training process"
+        f"3 CPUs allowed by {affinity}, 1 process: workers searched up to 6 (above the CPUs, "
+        "for loads that wait on storage); 2 workers leave one CPU for the training process"
     )
     assert f"CPU budget: {line}." in progress.notes
     stored = optuna.load_study(study_name="t", storage=settings.storage).user_attrs
