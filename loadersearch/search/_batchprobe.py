@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from loadersearch._hostlock import measurement_lock
 from loadersearch._loader_config import LoaderConfig
@@ -19,7 +19,15 @@ from loadersearch.errors import StudyError
 from loadersearch.measure import INFEASIBLE, OK, VRAM_CAP, MeasurePlan
 from loadersearch.search._objective import MeasureFn, unusable_input
 from loadersearch.search._progress import Progress
-from loadersearch.workload import WorkloadSpec
+from loadersearch.search._space import SearchSpace
+from loadersearch.search._space_text import SpaceError
+from loadersearch.workload import WorkloadSpec, uses_cuda
+
+if TYPE_CHECKING:
+    import optuna
+
+    from loadersearch._hardware import Hardware
+    from loadersearch.search._settings import StudySettings
 
 _logger = logging.getLogger(__name__)
 
@@ -177,3 +185,58 @@ def _measure_fits(
         detail += f", over {HEADROOM:.0%} of the cap"
     progress.probe_step(batch, ok, detail)
     return ok
+
+
+def ensure_probe(
+    study: optuna.Study,
+    settings: StudySettings,
+    hardware: Hardware,
+    *,
+    measure_fn: MeasureFn,
+    progress: Progress,
+    store: bool = True,
+    probed: ProbeResult | None = None,
+) -> ProbeResult:
+    """The stored probe result, or ``probed`` (measured before the study was created), or a
+    new probe (stored when ``store``: a worker changes nothing in the study) when the study
+    has none."""
+    stored = study.user_attrs.get("probe")
+    if stored:
+        return ProbeResult.from_dict(stored)
+    probe = probed or new_probe(settings, hardware, measure_fn=measure_fn, progress=progress)
+    if store:
+        study.set_user_attr("probe", probe.to_dict())
+    return probe
+
+
+def new_probe(
+    settings: StudySettings, hardware: Hardware, *, measure_fn: MeasureFn, progress: Progress
+) -> ProbeResult:
+    """Probe the largest batch under the VRAM cap, or say why there is no probe."""
+    w = settings.workload
+    if not settings.probe:
+        probe = ProbeResult(max_batch=None, skipped="disabled")
+    elif "batch_size" in settings.space.fixed():
+        probe = ProbeResult(max_batch=None, skipped="batch_size is fixed")
+    elif uses_cuda(w, hardware) or (w.emulated and w.vram_cap):
+        # On one device: the batch size is per rank and the cap per device.
+        probe = probe_max_batch(
+            dataclasses.replace(w, gpus=1),
+            settings.space.batch_choices(),
+            measure_fn=measure_fn,
+            progress=progress,
+        )
+    elif w.emulated:
+        probe = ProbeResult(max_batch=None, skipped="no VRAM cap set for the emulated device")
+    else:
+        probe = ProbeResult(max_batch=None, skipped="no VRAM cap applies on a CPU")
+    return probe
+
+
+def bounded_space(space: SearchSpace, probe: ProbeResult) -> SearchSpace:
+    if probe.max_batch is None:
+        return space
+    try:
+        return space.with_batch_bound(probe.max_batch)
+    except SpaceError as e:
+        raise StudyError(str(e)) from e

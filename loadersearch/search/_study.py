@@ -28,12 +28,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from loadersearch._cpu_budget import CpuBudget
 from loadersearch._loader_config import LoaderConfig
 from loadersearch.errors import NothingFeasibleError, StudyError
 from loadersearch.measure import INFEASIBLE_ADVICE, Prepared, prepare
 from loadersearch.search._baselines import baselines as baseline_rules
-from loadersearch.search._batchprobe import ProbeResult, probe_max_batch
+from loadersearch.search._batchprobe import ProbeResult, bounded_space, ensure_probe, new_probe
 from loadersearch.search._confirm import confirm_study, confirmation_is_current
 from loadersearch.search._objective import (
     MeasuredHook,
@@ -44,17 +43,15 @@ from loadersearch.search._objective import (
 )
 from loadersearch.search._opening import (
     create_or_resume_study,
-    ranks_notice,
     require_joinable,
     settings_from_study,
     study_name_of,
 )
 from loadersearch.search._progress import Progress
+from loadersearch.search._run_notices import notices, run_cpu_budget
 from loadersearch.search._settings import StudySettings
 from loadersearch.search._settle import SETTLE_ATTR, settle_check
 from loadersearch.search._space import SearchSpace
-from loadersearch.search._space_text import SpaceError
-from loadersearch.workload import uses_cuda
 
 if TYPE_CHECKING:
     import optuna
@@ -65,18 +62,6 @@ if TYPE_CHECKING:
 CPU_BUDGET_ATTR = "cpu_budget"  # the creator's CpuBudget.to_dict()
 _logger = logging.getLogger(__name__)
 
-CPU_NOTICE = (
-    "No GPU here: measuring real YOLOv4-tiny training on the CPU, where the model, not the "
-    "loader, is the bottleneck, so loader settings matter little. For a loader-bound answer "
-    "try --workload emulated (a stand-in GPU) or run on the GPU machine."
-)
-PIPELINE_CPU_NOTICE = (
-    "No GPU here: your training step runs on the CPU, beside the DataLoader workers; where the "
-    "step is the bottleneck, loader settings matter little. For a loader-bound answer try "
-    "--workload emulated (a stand-in GPU) or run on the GPU machine."
-)
-
-
 @dataclass
 class RunOutcome:
     study: optuna.Study
@@ -86,61 +71,6 @@ class RunOutcome:
     ran: int  # trials this call finished
     confirmation: dict[str, Any] | None
     resumed: bool
-
-
-def ensure_probe(
-    study: optuna.Study,
-    settings: StudySettings,
-    hardware: Hardware,
-    *,
-    measure_fn: MeasureFn,
-    progress: Progress,
-    store: bool = True,
-    probed: ProbeResult | None = None,
-) -> ProbeResult:
-    """The stored probe result, or ``probed`` (measured before the study was created), or a
-    new probe (stored when ``store``: a worker changes nothing in the study) when the study
-    has none."""
-    stored = study.user_attrs.get("probe")
-    if stored:
-        return ProbeResult.from_dict(stored)
-    probe = probed or new_probe(settings, hardware, measure_fn=measure_fn, progress=progress)
-    if store:
-        study.set_user_attr("probe", probe.to_dict())
-    return probe
-
-
-def new_probe(
-    settings: StudySettings, hardware: Hardware, *, measure_fn: MeasureFn, progress: Progress
-) -> ProbeResult:
-    """Probe the largest batch under the VRAM cap, or say why there is no probe."""
-    w = settings.workload
-    if not settings.probe:
-        probe = ProbeResult(max_batch=None, skipped="disabled")
-    elif "batch_size" in settings.space.fixed():
-        probe = ProbeResult(max_batch=None, skipped="batch_size is fixed")
-    elif uses_cuda(w, hardware) or (w.emulated and w.vram_cap):
-        # On one device: the batch size is per rank and the cap per device.
-        probe = probe_max_batch(
-            dataclasses.replace(w, gpus=1),
-            settings.space.batch_choices(),
-            measure_fn=measure_fn,
-            progress=progress,
-        )
-    elif w.emulated:
-        probe = ProbeResult(max_batch=None, skipped="no VRAM cap set for the emulated device")
-    else:
-        probe = ProbeResult(max_batch=None, skipped="no VRAM cap applies on a CPU")
-    return probe
-
-
-def bounded_space(space: SearchSpace, probe: ProbeResult) -> SearchSpace:
-    if probe.max_batch is None:
-        return space
-    try:
-        return space.with_batch_bound(probe.max_batch)
-    except SpaceError as e:
-        raise StudyError(str(e)) from e
 
 
 def enqueue_baselines(
@@ -369,7 +299,7 @@ def _set_up(
             probed = new_probe(measured, hardware, measure_fn=measure_fn, progress=progress)
         study, resumed = create_or_resume_study(settings, hardware, create=create, storage=storage)
         gpu = ready.device_type == "cuda"
-        for line in _notices(study, settings, hardware, ready):
+        for line in notices(study, settings, hardware, ready):
             progress.notice(line)
         before = finished_trials(study)
         progress.study_ready(study, resumed=resumed, finished=before, target=settings.trials)
@@ -398,33 +328,6 @@ def _set_up(
         elif create and "baselines" not in study.user_attrs:
             study.set_user_attr("baselines", [])  # the creator chose none: workers add none
     return study, resumed, before, probe, space
-
-
-def _notices(
-    study: optuna.Study, settings: StudySettings, hardware: Hardware, ready: Prepared
-) -> list[str]:
-    """What the run says once the study is open: the storage's notes, what the measurements
-    describe (the CPU, an emulated device or storage, several ranks), /dev/shm."""
-    workload = settings.workload
-    lines = list(getattr(study, "storage_notes", []))
-    if workload.kind == "train" and ready.device_type != "cuda":
-        lines.append(PIPELINE_CPU_NOTICE if workload.pipeline is not None else CPU_NOTICE)
-    if workload.emulated:
-        lines.append("EMULATED accelerator: results describe a stand-in device, not a GPU.")
-    if workload.storage_label():
-        lines.append(
-            f"{workload.storage_label()}: every sample read waits that long (a "
-            "sleep), as on network storage or a hard disk; results describe that storage."
-        )
-    lines.append(f"CPU budget: {run_cpu_budget(settings, hardware).describe()}.")
-    if workload.gpus > 1:
-        lines.append(ranks_notice(settings, hardware))
-    return [*lines, *ready.shm_lines()]
-
-
-def run_cpu_budget(settings: StudySettings, hardware: Hardware) -> CpuBudget:
-    """The CPUs this run's measurements may use, shared by its ``--gpus`` ranks."""
-    return CpuBudget.of(hardware, settings.workload.gpus, "--gpus")
 
 
 def _store_cpu_budget(study: optuna.Study, settings: StudySettings, hardware: Hardware) -> None:

@@ -1,0 +1,55 @@
+"""What a run says once its study is open: what the measurements describe (the CPU, an
+emulated device or storage, several ranks, the CPU budget) and the storage's and /dev/shm's
+notes."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from loadersearch._cpu_budget import CpuBudget
+from loadersearch.search._opening import ranks_notice
+
+if TYPE_CHECKING:
+    import optuna
+
+    from loadersearch._hardware import Hardware
+    from loadersearch.measure import Prepared
+    from loadersearch.search._settings import StudySettings
+
+CPU_NOTICE = (
+    "No GPU here: measuring real YOLOv4-tiny training on the CPU, where the model, not the "
+    "loader, is the bottleneck, so loader settings matter little. For a loader-bound answer "
+    "try --workload emulated (a stand-in GPU) or run on the GPU machine."
+)
+PIPELINE_CPU_NOTICE = (
+    "No GPU here: your training step runs on the CPU, beside the DataLoader workers; where the "
+    "step is the bottleneck, loader settings matter little. For a loader-bound answer try "
+    "--workload emulated (a stand-in GPU) or run on the GPU machine."
+)
+
+
+def notices(
+    study: optuna.Study, settings: StudySettings, hardware: Hardware, ready: Prepared
+) -> list[str]:
+    """What the run says once the study is open: the storage's notes, what the measurements
+    describe (the CPU, an emulated device or storage, several ranks), /dev/shm."""
+    workload = settings.workload
+    lines = list(getattr(study, "storage_notes", []))
+    if workload.kind == "train" and ready.device_type != "cuda":
+        lines.append(PIPELINE_CPU_NOTICE if workload.pipeline is not None else CPU_NOTICE)
+    if workload.emulated:
+        lines.append("EMULATED accelerator: results describe a stand-in device, not a GPU.")
+    if workload.storage_label():
+        lines.append(
+            f"{workload.storage_label()}: every sample read waits that long (a "
+            "sleep), as on network storage or a hard disk; results describe that storage."
+        )
+    lines.append(f"CPU budget: {run_cpu_budget(settings, hardware).describe()}.")
+    if workload.gpus > 1:
+        lines.append(ranks_notice(settings, hardware))
+    return [*lines, *ready.shm_lines()]
+
+
+def run_cpu_budget(settings: StudySettings, hardware: Hardware) -> CpuBudget:
+    """The CPUs this run's measurements may use, shared by its ``--gpus`` ranks."""
+    return CpuBudget.of(hardware, settings.workload.gpus, "--gpus")
