@@ -17,16 +17,23 @@ when CUDA is in use, as the offline loop does).
 from __future__ import annotations
 
 import logging
-import math
 import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
 import torch
-from torch.utils.data import BatchSampler, DataLoader, Dataset, IterableDataset, Sampler
+from torch.utils.data import BatchSampler, DataLoader, Dataset, IterableDataset
 
 from loadersearch._cpu_budget import CpuBudget, cpu_budget
 from loadersearch._loader_config import LoaderConfig
+from loadersearch.online._epochs import (
+    _Batches,
+    _draw_epoch,
+    _draw_worker_seed,
+    _shut_down,
+    _sync,
+    _window_rates,
+)
 from loadersearch.online._report import OnlineReport, build_report
 from loadersearch.online._tuner import Axis, SegmentShape, Tuner, with_knob
 
@@ -55,87 +62,6 @@ def _accelerator() -> bool:
     """Pinned memory helps (and is used by DataLoader) only with an accelerator."""
     acc = getattr(torch, "accelerator", None)
     return bool(acc.is_available()) if acc is not None else torch.cuda.is_available()
-
-
-def _sync() -> None:
-    """Wait for the device work the user's steps queued (only once CUDA is in use)."""
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
-        torch.cuda.synchronize(torch.cuda.current_device())  # your step's device
-
-
-def _shut_down(iterator: Any) -> None:
-    """Stop a DataLoader iterator's workers now (join, then terminate), not at garbage
-    collection: the next candidate's workers must not share the CPUs with them."""
-    shutdown = getattr(iterator, "_shutdown_workers", None)
-    if shutdown is not None:
-        shutdown()
-
-
-class _Batches(Sampler[list[int]]):
-    """The final loader's batch sampler: the rest of a tuning epoch once (``pending``), then
-    the user's batches, drawn afresh each epoch as a DataLoader draws them."""
-
-    def __init__(self, source: Any) -> None:
-        self.source = source
-        self.pending: list[list[int]] | None = None
-
-    def __iter__(self) -> Iterator[list[int]]:
-        if self.pending is not None:
-            pending, self.pending = self.pending, None
-            yield from pending
-        else:
-            yield from self.source
-
-    def __len__(self) -> int:
-        return len(self.pending) if self.pending is not None else len(self.source)
-
-
-class _Epoch:
-    """One epoch's order, handed out stretch by stretch: the user's batches as drawn (a fixed
-    batch size), or the sampler's indices cut at each candidate's batch size (``batch_sizes``
-    tuned; the epoch's last batch is short, or dropped with ``drop_last``, as a DataLoader's)."""
-
-    def __init__(
-        self,
-        batches: list[list[int]] | None = None,
-        order: list[int] | None = None,
-        drop_last: bool = False,
-    ) -> None:
-        self.batches, self.order, self.drop_last = batches, order, drop_last
-        self.pos = 0  # in batches, or in indices
-
-    def _len(self) -> int:
-        return len(self.batches) if self.batches is not None else len(self.order or [])
-
-    def done(self) -> bool:
-        return self.pos >= self._len()
-
-    def fits(self, steps: int, batch_size: int) -> bool:
-        need = steps if self.batches is not None else steps * batch_size
-        return self.pos + need <= self._len()
-
-    def take(self, steps: int, batch_size: int) -> list[list[int]]:
-        if self.batches is not None:
-            out = self.batches[self.pos : self.pos + steps]
-            self.pos += len(out)
-            return out
-        return self._cut(self.pos + steps * batch_size, batch_size)
-
-    def rest(self, batch_size: int) -> list[list[int]]:
-        if self.batches is not None:
-            out = self.batches[self.pos :]
-            self.pos = len(self.batches)
-            return out
-        out = self._cut(self._len(), batch_size)
-        if out and self.drop_last and len(out[-1]) < batch_size:
-            out.pop()
-        return out
-
-    def _cut(self, end: int, batch_size: int) -> list[list[int]]:
-        assert self.order is not None
-        idx = self.order[self.pos : end]
-        self.pos += len(idx)
-        return [idx[i : i + batch_size] for i in range(0, len(idx), batch_size)]
 
 
 class AutoLoader:
@@ -413,16 +339,14 @@ class AutoLoader:
             **self._extra,
         )
 
-    def _draw_epoch(self) -> _Epoch:
-        """The epoch's order, drawn as a DataLoader's iterator draws it: its worker seed first
-        (one draw from the user's generator, or the global one), then the sampler."""
-        torch.empty((), dtype=torch.int64).random_(generator=self.generator)
-        if self._batch_sizes:
-            return _Epoch(order=list(self.sampler), drop_last=self.drop_last)
-        return _Epoch(batches=[list(b) for b in self.batch_sampler])
-
     def _tuning_epoch(self) -> Iterator[Any]:
-        epoch = self._draw_epoch()
+        epoch = _draw_epoch(
+            self.generator,
+            self.sampler,
+            self.batch_sampler,
+            drop_last=self.drop_last,
+            by_index=bool(self._batch_sizes),  # batch_sizes: cut at each candidate's size
+        )
         completed = False
         t0 = time.perf_counter()
         try:
@@ -479,12 +403,7 @@ class AutoLoader:
         finally:
             _shut_down(self._active)
             self._active = None
-        sizes = [len(b) for b in batches]  # the images each window served, as served
-        images = [sum(sizes[a:b]) for a, b in zip(edges, edges[1:], strict=False)]
-        rates = [
-            n / (b - a) if b > a else math.inf
-            for n, a, b in zip(images, marks[:-1], marks[1:], strict=True)
-        ]
+        rates = _window_rates(batches, edges, marks)
         self.tuner.record(config, rates, start_s, marks[-1] - t_iter)
         _logger.debug("segment %s: %s images/s", config.label(), [f"{r:.1f}" for r in rates])
 
@@ -501,7 +420,7 @@ class AutoLoader:
         assert self._final is not None
         completed = False
         if self._final_batches.pending is None:  # a new epoch: draw as a DataLoader does
-            torch.empty((), dtype=torch.int64).random_(generator=self.generator)
+            _draw_worker_seed(self.generator)
         self._serving = self._final_config
         try:
             yield from self._final
