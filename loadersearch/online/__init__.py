@@ -5,6 +5,8 @@ the same studies.
 
 - :mod:`._autoloader`: :class:`AutoLoader` (the stream, the segments, the settled loader) and
   :func:`autoloader`, which wraps an existing DataLoader's arguments.
+- :mod:`._arguments`: AutoLoader's arguments checked and sorted (the order's, the fixed knobs,
+  the rest), and an existing DataLoader's arguments.
 - :mod:`._epochs`: an epoch's order drawn and handed out stretch by stretch, the settled
   loader's batches, the device synchronised and the workers stopped at a stretch's edges.
 - :mod:`._tuner`: which configuration next, when to drop one, when to settle (pure logic).

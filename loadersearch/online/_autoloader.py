@@ -22,10 +22,18 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 import torch
-from torch.utils.data import BatchSampler, DataLoader, Dataset, IterableDataset
+from torch.utils.data import BatchSampler, DataLoader, Dataset
 
 from loadersearch._cpu_budget import CpuBudget, cpu_budget
 from loadersearch._loader_config import LoaderConfig
+from loadersearch.online._arguments import (
+    TUNED,
+    _arguments_of,
+    _batch_sizes_to_try,
+    _check_arguments,
+    _order_drawer,
+    _sort_kwargs,
+)
 from loadersearch.online._epochs import (
     _Batches,
     _draw_epoch,
@@ -39,10 +47,6 @@ from loadersearch.online._tuner import Axis, SegmentShape, Tuner, with_knob
 
 _logger = logging.getLogger(__name__)
 
-# Knobs the tuner may change; a knob passed to AutoLoader is fixed instead.
-TUNED = ("num_workers", "prefetch_factor", "pin_memory")
-# What decides the epoch's order and batches (passed to the DataLoader that draws them).
-_ORDER_KWARGS = ("shuffle", "sampler", "batch_sampler", "drop_last", "generator")
 _LADDER = (0, 1, 2, 4, 6, 8, 12, 16, 24, 32)
 _PREFETCH_VARIANTS = (4, 8)
 MIN_SEGMENTS = 6  # the default budget holds at least this many segments
@@ -114,53 +118,12 @@ class AutoLoader:
         batch_sizes: Sequence[int] | None = None,
         **kwargs: Any,
     ) -> None:
-        if isinstance(dataset, IterableDataset):
-            raise TypeError(
-                "AutoLoader needs a map-style dataset (__getitem__ and __len__): an "
-                "IterableDataset has no order it could hand from one loader to the next. Use a "
-                "plain DataLoader for it."
-            )
-        if tune_steps is not None and tune_steps < 0:
-            raise ValueError(f"tune_steps cannot be negative but got {tune_steps}.")
-        if max_workers is not None and max_workers < 0:
-            raise ValueError(f"max_workers cannot be negative but got {max_workers}.")
-        if epochs is not None and epochs < 1:
-            raise ValueError(f"epochs must be at least 1 but got {epochs}.")
-        order = {k: kwargs.pop(k) for k in _ORDER_KWARGS if k in kwargs}
-        self.fixed = {k: kwargs.pop(k) for k in (*TUNED, "persistent_workers") if k in kwargs}
-        context = kwargs.pop("multiprocessing_context", None)
-        if context is not None and not isinstance(context, str):
-            raise TypeError(
-                "AutoLoader takes multiprocessing_context by name ('fork', 'forkserver' or "
-                f"'spawn'), not {type(context).__name__}: it builds several DataLoaders."
-            )
+        _check_arguments(dataset, tune_steps=tune_steps, max_workers=max_workers, epochs=epochs)
+        order, self.fixed, context = _sort_kwargs(kwargs)
         self.collate_fn = kwargs.pop("collate_fn", None)
         self._extra = kwargs  # worker_init_fn, timeout, ...: every DataLoader gets them
-        # A plain DataLoader with the user's arguments draws the order (and checks them all:
-        # shuffle with a sampler, batch_sampler with batch_size, ...) as DataLoader does.
-        self._drawer = DataLoader(
-            dataset, batch_size=batch_size, collate_fn=self.collate_fn, **order, **kwargs
-        )
-        if self._drawer.batch_sampler is None:
-            raise ValueError(
-                "AutoLoader serves batches, and batch_size=None without a batch_sampler asks "
-                "for single samples: give batch_size (or a batch_sampler)."
-            )
-        if batch_sizes is not None:
-            if "batch_sampler" in order:
-                raise ValueError(
-                    "batch_sizes tunes the batch size, and a batch_sampler fixes the batches: "
-                    "drop one of them."
-                )
-            bad = [
-                b for b in batch_sizes if isinstance(b, bool) or not isinstance(b, int) or b < 1
-            ]
-            if bad or not batch_sizes:
-                raise ValueError(
-                    f"batch_sizes must be positive integers, e.g. [16, 32, 64], but got "
-                    f"{list(batch_sizes)!r}."
-                )
-        self._batch_sizes = sorted({*batch_sizes, batch_size}) if batch_sizes else None
+        self._drawer = _order_drawer(dataset, batch_size, self.collate_fn, order, kwargs)
+        self._batch_sizes = _batch_sizes_to_try(batch_sizes, batch_size, order)
         self.dataset = dataset
         self.batch_size = self._drawer.batch_size
         self.drop_last = self._drawer.drop_last
@@ -181,15 +144,7 @@ class AutoLoader:
             raise ValueError(f"margin must be in [0, 1) but got {margin}.")
         # the study's best configurations, and where to write the result back (storage, name)
         seeds, self._write_back = self._seeds(study, storage) if study else ([], None)
-        ladder = seeds
-        if not seeds:
-            if max_workers is None:
-                budget = cpu_budget()  # this process's CPUs, shared by LOCAL_WORLD_SIZE ranks
-                max_workers = default_max_workers(budget)
-                _logger.info("CPU budget: %s; worker ladder up to %d", budget.describe(),
-                             max_workers)  # fmt: skip
-            ladder = self._ladder(max_workers)
-        ladder = [self._base, *[c for c in ladder if c != self._base]]
+        ladder = self._first_candidates(seeds, max_workers)
         top = max(c.num_workers for c in ladder)
         self.shape = SegmentShape(warmup=top + 2, windows=4, window_steps=window_steps)
         self.tuner = Tuner(
@@ -277,6 +232,21 @@ class AutoLoader:
             persistent_workers=False,  # decided once settled (it matters at epoch starts only)
             start_method=self._start_method if w > 0 else None,
         )
+
+    def _first_candidates(
+        self, seeds: list[LoaderConfig], max_workers: int | None
+    ) -> list[LoaderConfig]:
+        """What the tuner races first: your configuration, then the study's best (``seeds``)
+        or, without them, the worker ladder up to ``max_workers`` (default: the CPU budget's)."""
+        ladder = seeds
+        if not seeds:
+            if max_workers is None:
+                budget = cpu_budget()  # this process's CPUs, shared by LOCAL_WORLD_SIZE ranks
+                max_workers = default_max_workers(budget)
+                _logger.info("CPU budget: %s; worker ladder up to %d", budget.describe(),
+                             max_workers)  # fmt: skip
+            ladder = self._ladder(max_workers)
+        return [self._base, *[c for c in ladder if c != self._base]]
 
     def _ladder(self, max_workers: int) -> list[LoaderConfig]:
         pin = self.fixed.get("pin_memory", _accelerator())
@@ -480,17 +450,5 @@ def autoloader(loader: DataLoader, **options: Any) -> AutoLoader:
     sampler or batch sampler object, the same ``drop_last`` and ``generator``."""
     if not isinstance(loader, DataLoader):
         raise TypeError(f"autoloader() wraps a DataLoader but got {type(loader).__name__}.")
-    kwargs: dict[str, Any] = {
-        "collate_fn": loader.collate_fn,
-        "worker_init_fn": loader.worker_init_fn,
-        "timeout": loader.timeout,
-        "generator": loader.generator,
-    }
-    if loader.batch_size is None and loader.batch_sampler is not None:
-        kwargs["batch_sampler"] = loader.batch_sampler
-        batch_size = 1  # DataLoader's default, which a batch_sampler requires
-    else:
-        kwargs["sampler"] = loader.sampler
-        kwargs["drop_last"] = loader.drop_last
-        batch_size = loader.batch_size
+    batch_size, kwargs = _arguments_of(loader)
     return AutoLoader(loader.dataset, batch_size, **{**kwargs, **options})
