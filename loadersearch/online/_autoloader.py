@@ -295,14 +295,16 @@ class AutoLoader:
 
     # -- serving -------------------------------------------------------------------------------
 
-    def _loader(self, config: LoaderConfig, batches: Sequence[list[int]]) -> DataLoader:
+    def _loader(self, config: LoaderConfig, batch_sampler: Any) -> DataLoader:
+        """A DataLoader of ``config`` serving ``batch_sampler``'s batches: a candidate's stretch
+        of the epoch, or the settled loader's :class:`_Batches`."""
         kwargs = config.dataloader_kwargs()
         kwargs.pop("batch_size")
         if config.num_workers > 0 and self._start_method is None:
             kwargs.pop("multiprocessing_context")  # the user's Python's default, as given
         return DataLoader(
             self.dataset,
-            batch_sampler=list(batches),
+            batch_sampler=batch_sampler,
             collate_fn=self.collate_fn,
             generator=self._private,
             **kwargs,
@@ -351,7 +353,7 @@ class AutoLoader:
         """Serve ``batches`` from ``config`` and record the segment's windows."""
         edges = self.shape.edges()
         marks: list[float] = []
-        loader = self._loader(config, batches)
+        loader = self._loader(config, list(batches))
         self._serving = config
         t_iter = time.perf_counter()
         self._active = iter(loader)
@@ -379,7 +381,7 @@ class AutoLoader:
 
     def _serve(self, config: LoaderConfig, batches: list[list[int]]) -> Iterator[Any]:
         self._serving = config
-        self._active = iter(self._loader(config, batches))
+        self._active = iter(self._loader(config, list(batches)))
         try:
             yield from self._active
         finally:
@@ -405,23 +407,12 @@ class AutoLoader:
         assert settled is not None
         persistent = self.fixed.get("persistent_workers", settled.num_workers > 0)
         final = with_knob(settled, persistent_workers=bool(persistent and settled.num_workers))
-        kwargs = final.dataloader_kwargs()
-        kwargs.pop("batch_size")
-        if final.num_workers > 0 and self._start_method is None:
-            kwargs.pop("multiprocessing_context")
         epoch_images = len(self) * self._nominal  # as you passed it, for the report
         if self._batch_sizes and final.batch_size != self.batch_size:  # one you listed won
             self.batch_size = final.batch_size
             self.batch_sampler = BatchSampler(self.sampler, final.batch_size, self.drop_last)
             self._final_batches.source = self.batch_sampler
-        self._final = DataLoader(
-            self.dataset,
-            batch_sampler=self._final_batches,
-            collate_fn=self.collate_fn,
-            generator=self._private,
-            **kwargs,
-            **self._extra,
-        )
+        self._final = self._loader(final, self._final_batches)
         self._final_config = final
         self.report = build_report(
             self.tuner,
