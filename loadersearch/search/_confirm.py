@@ -215,18 +215,57 @@ def confirm_study(
         progress.confirm_step(cand["label"], round_, result)
 
     quiet = QuietWait(quiet_wait_limit(), progress.notice)
-    trial_values = {config: cand["trial_value"] for config, cand in by_config.items()}
     floor = 2 * noise_floor(getattr(objective, "plan", None))
-    race = {"noise": None}
+    race = _Race(by_config, rounds=rounds, floor=floor, quiet=quiet, progress=progress)
+    values = remeasure_interleaved(
+        list(by_config),
+        objective.measure,
+        rounds=rounds,
+        on_result=record,
+        quiet=quiet,
+        survivors=race,
+    )
+    for config, cand in by_config.items():
+        cand.update(_spread(values[config]))
+        cand.setdefault("out_after", None)
+    confirmation = _confirmation(study, candidates, measurements, rounds, race.noise, quiet)
+    study.set_user_attr(CONFIRMATION_ATTR, confirmation)
+    return confirmation
 
-    def survivors(
-        done: int, values: dict[LoaderConfig, list[float]], active: list[LoaderConfig]
+
+class _Race:
+    """The race's :data:`Survivors`: after each round, the finalists to measure in the next (a
+    rival that the rounds left cannot make the winner is out: told to ``progress``, marked
+    ``out_after`` in ``by_config``), none once only the leader is left. ``noise``: the relative
+    noise it allowed after round 1 (None: a busy round, or none measured yet)."""
+
+    def __init__(
+        self,
+        by_config: dict[LoaderConfig, dict[str, Any]],
+        *,
+        rounds: int,
+        floor: float,
+        quiet: QuietWait,
+        progress: Progress,
+    ) -> None:
+        self.by_config = by_config
+        self.trial_values = {config: cand["trial_value"] for config, cand in by_config.items()}
+        self.rounds, self.floor, self.quiet, self.progress = rounds, floor, quiet, progress
+        self.noise: float | None = None
+
+    def __call__(
+        self, done: int, values: dict[LoaderConfig, list[float]], active: list[LoaderConfig]
     ) -> list[LoaderConfig]:
+        by_config, progress, rounds = self.by_config, self.progress, self.rounds
         # A round kept although the machine was busy says nothing about the noise of a quiet
         # one: from then on the race drops only rivals that no measurement could save.
-        noise = None if quiet.busy_rounds else race_noise(values, trial_values, floor=floor)
+        noise = (
+            None
+            if self.quiet.busy_rounds
+            else race_noise(values, self.trial_values, floor=self.floor)
+        )
         if done == 1:
-            race["noise"] = noise
+            self.noise = noise
         kept = race_survivors(values, active, done=done, rounds=rounds, noise=noise)
         for config in active:
             if config not in kept:
@@ -243,26 +282,26 @@ def confirm_study(
             return []
         return kept
 
-    values = remeasure_interleaved(
-        list(by_config),
-        objective.measure,
-        rounds=rounds,
-        on_result=record,
-        quiet=quiet,
-        survivors=survivors,
-    )
-    for config, cand in by_config.items():
-        cand.update(_spread(values[config]))
-        cand.setdefault("out_after", None)
+
+def _confirmation(
+    study: optuna.Study,
+    candidates: list[dict[str, Any]],
+    measurements: list[dict[str, Any]],
+    rounds: int,
+    noise: float | None,
+    quiet: QuietWait,
+) -> dict[str, Any]:
+    """The confirmation stored in the study (:data:`CONFIRMATION_ATTR`), of ``candidates``
+    with their values' spread, the race's ``noise`` and how long ``quiet`` waited."""
     winner = max(candidates, key=lambda c: c["median"])
     finished = len(_finished(study))
     done = max(c["n"] for c in candidates)
-    confirmation = {
+    return {
         "rounds": rounds,
         "rounds_done": done,
         # the relative noise the race allowed after round 1 (None: none measured yet, or a
         # busy round), and the measurements it did not need of rounds x finalists
-        "race_noise": None if race["noise"] is None else round(race["noise"], 4),
+        "race_noise": None if noise is None else round(noise, 4),
         "skipped": rounds * len(candidates) - sum(c["n"] for c in candidates),
         "finished_trials": finished,
         "time": time.time(),
@@ -275,8 +314,6 @@ def confirm_study(
         "busy_rounds": quiet.busy_rounds,
         "inconclusive": quiet.busy_rounds > 0,
     }
-    study.set_user_attr(CONFIRMATION_ATTR, confirmation)
-    return confirmation
 
 
 def _out_notice(
