@@ -47,7 +47,7 @@ import dataclasses
 import functools
 import logging
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from loadersearch import PipelineSpec
@@ -118,7 +118,7 @@ def _check_model(model: str) -> str:
 
 def _check_hyp(hyp: Mapping[str, Any]) -> None:
     """Names that are not their configuration's keys, refused in one line (their own check
-    prints the whole ``yolo`` help first)."""
+    prints the whole ``yolo`` help first), then the values, by their own check."""
     import difflib
 
     from ultralytics.utils import DEFAULT_CFG_DICT
@@ -131,6 +131,10 @@ def _check_hyp(hyp: Mapping[str, Any]) -> None:
                 f"hyp {name!r} is not one of Ultralytics' training arguments{hint}; see "
                 "`yolo cfg` for them."
             )
+    try:
+        _cfg(hyp)  # their own check of the values
+    except Exception as e:
+        raise SpecError(f"Ultralytics refuses hyp {hyp}: {_first_line(e)}") from e
 
 
 def _check_data(data: str) -> tuple[str, dict[str, Any]]:
@@ -237,26 +241,11 @@ def tune(
     """
     import loadersearch
 
-    try:
-        spec = UltralyticsSpec(
-            data=data, model=model, imgsz=imgsz, cache=cache, hyp=dict(hyp or {})
-        )
-    except (TypeError, ValueError) as e:
-        raise SpecError(f"ultralytics: {e}") from e
-    ours = sorted(set(options) & set(_OWN))
-    if ours:
-        raise SpecError(
-            f"{', '.join(ours)}: the Ultralytics integration builds the pipeline itself "
-            "(their dataset, collate, model and loss); use loadersearch.tune() for your own."
-        )
+    spec = _spec(data, model, imgsz, cache, hyp, options)
     _import()
     from ultralytics.data import build as ultra_build
 
     _check_hyp(spec.hyp)
-    try:
-        _cfg(spec.hyp)  # their own check of the values
-    except Exception as e:
-        raise SpecError(f"Ultralytics refuses hyp {spec.hyp}: {_first_line(e)}") from e
     path, info = _check_data(spec.data)
     weights = _check_model(spec.model)
     pin_switch = hasattr(ultra_build, "PIN_MEMORY")
@@ -277,13 +266,7 @@ def tune(
         pipeline = pipeline_spec(
             dataclasses.replace(spec, data=path, model=weights), choice, info, batch=batch
         )
-        per_study = dict(options)
-        if i > 0:  # the defaults are measured once, where they run (no cache, or the first)
-            per_study["baselines"] = False
-        if make_progress is not None:
-            per_study["progress"] = make_progress(choice, per_study.get("trials"))
-        elif per_study.get("verbose", True):  # tune()'s display, its answer in these terms
-            per_study["progress"] = study_progress(choice, per_study.get("trials"))
+        per_study = _study_options(options, choice, first=i == 0, make_progress=make_progress)
         step = functools.partial(yolo_step, **pipeline.step_kwargs)
         studies[choice] = loadersearch.tune(
             dataset=pipeline.dataset,
@@ -298,6 +281,50 @@ def tune(
             **per_study,
         )
     return _choose(spec, studies, pin_switch)
+
+
+def _spec(
+    data: str,
+    model: str,
+    imgsz: int,
+    cache: bool | str | Sequence[bool | str],
+    hyp: Mapping[str, Any] | None,
+    options: Mapping[str, Any],
+) -> UltralyticsSpec:
+    """:func:`tune`'s arguments as a spec, refused as a :class:`SpecError` when bad, and
+    ``options`` that would replace the pipeline the integration builds refused too."""
+    try:
+        spec = UltralyticsSpec(
+            data=data, model=model, imgsz=imgsz, cache=cache, hyp=dict(hyp or {})
+        )
+    except (TypeError, ValueError) as e:
+        raise SpecError(f"ultralytics: {e}") from e
+    ours = sorted(set(options) & set(_OWN))
+    if ours:
+        raise SpecError(
+            f"{', '.join(ours)}: the Ultralytics integration builds the pipeline itself "
+            "(their dataset, collate, model and loss); use loadersearch.tune() for your own."
+        )
+    return spec
+
+
+def _study_options(
+    options: Mapping[str, Any],
+    choice: str,
+    *,
+    first: bool,
+    make_progress: Callable[[str, int | None], Any] | None,
+) -> dict[str, Any]:
+    """:func:`loadersearch.tune`'s ``options`` for the study of cache ``choice``: the defaults
+    measured in the ``first`` only, and its display (``make_progress``'s, or ``run``'s)."""
+    per_study = dict(options)
+    if not first:  # the defaults are measured once, where they run (no cache, or the first)
+        per_study["baselines"] = False
+    if make_progress is not None:
+        per_study["progress"] = make_progress(choice, per_study.get("trials"))
+    elif per_study.get("verbose", True):  # tune()'s display, its answer in these terms
+        per_study["progress"] = study_progress(choice, per_study.get("trials"))
+    return per_study
 
 
 class _StudyProgress:
