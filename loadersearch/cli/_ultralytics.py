@@ -43,9 +43,7 @@ def run_ultralytics(
 ) -> None:
     """``run``'s remaining ``opts`` (click's parameter names) for the Ultralytics studies."""
     from loadersearch import measurement_lock
-    from loadersearch.cli._options import parse_arg
     from loadersearch.integrations import ultralytics as ul
-    from loadersearch.search import SpaceError, parse_assignment
 
     if opts.pop("search_cache", False):
         raise click.UsageError(
@@ -56,35 +54,9 @@ def run_ultralytics(
         raise click.UsageError(
             "--img-size is the built-in workload's; with --ultralytics: --imgsz."
         )
-    parts = {p: opts.pop(f"pipeline_{p}", None) for p in PIPELINE_PARTS}
-    model = parts.pop("model") or default_of(ul.UltralyticsSpec, "model")
-    given = [f"--{p}" for p, v in parts.items() if v is not None]
-    if given:
-        raise click.UsageError(
-            f"{', '.join(given)}: --ultralytics builds the pipeline itself (their dataset, "
-            "collate, model and loss); drop it, or drop --ultralytics to tune your own."
-        )
-    hyp: dict[str, Any] = {}
-    for text in opts.pop("pipeline_args", ()) or ():
-        part, key, value = parse_arg(text)
-        if part != "dataset":
-            raise click.BadParameter(
-                f"{text!r}: with --ultralytics, --arg dataset.KEY=VALUE sets one of their "
-                "training hyperparameters (dataset.mosaic=0.5).",
-                param_hint="--arg",
-            )
-        hyp[key] = value
-    space: dict[str, Any] = {}
-    fix: dict[str, Any] = {}
-    try:
-        for text in opts.pop("fixes", ()):
-            knob, value = parse_assignment(text)
-            fix[knob] = value
-        for text in opts.pop("ranges", ()):
-            knob, value = parse_assignment(text)
-            space[knob] = value
-    except SpaceError as e:
-        raise click.BadParameter(str(e), param_hint="--fix/--space") from e
+    model = _model(opts)
+    hyp = _hyp(opts)
+    space, fix = _space_and_fix(opts)
     options = {
         **api_options(opts, StudySettings),
         **api_options(opts, WorkloadSpec),
@@ -114,3 +86,55 @@ def run_ultralytics(
         **options,
     )
     click.echo(result.report())
+
+
+def _model(opts: dict[str, Any]) -> str:
+    """``--model`` (taken out of ``opts``; their spec's default without it), the one pipeline
+    part given with --ultralytics: the others are refused."""
+    from loadersearch.integrations import ultralytics as ul
+
+    parts = {p: opts.pop(f"pipeline_{p}", None) for p in PIPELINE_PARTS}
+    model = parts.pop("model") or default_of(ul.UltralyticsSpec, "model")
+    given = [f"--{p}" for p, v in parts.items() if v is not None]
+    if given:
+        raise click.UsageError(
+            f"{', '.join(given)}: --ultralytics builds the pipeline itself (their dataset, "
+            "collate, model and loss); drop it, or drop --ultralytics to tune your own."
+        )
+    return model
+
+
+def _hyp(opts: dict[str, Any]) -> dict[str, Any]:
+    """Their training hyperparameters, from ``--arg dataset.KEY=VALUE`` (taken out of
+    ``opts``); another part's ``--arg`` is refused."""
+    from loadersearch.cli._options import parse_arg
+
+    hyp: dict[str, Any] = {}
+    for text in opts.pop("pipeline_args", ()) or ():
+        part, key, value = parse_arg(text)
+        if part != "dataset":
+            raise click.BadParameter(
+                f"{text!r}: with --ultralytics, --arg dataset.KEY=VALUE sets one of their "
+                "training hyperparameters (dataset.mosaic=0.5).",
+                param_hint="--arg",
+            )
+        hyp[key] = value
+    return hyp
+
+
+def _space_and_fix(opts: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``--space`` and ``--fix`` (taken out of ``opts``), each a knob and its values."""
+    from loadersearch.search import SpaceError, parse_assignment
+
+    space: dict[str, Any] = {}
+    fix: dict[str, Any] = {}
+    try:
+        for text in opts.pop("fixes", ()):
+            knob, value = parse_assignment(text)
+            fix[knob] = value
+        for text in opts.pop("ranges", ()):
+            knob, value = parse_assignment(text)
+            space[knob] = value
+    except SpaceError as e:
+        raise click.BadParameter(str(e), param_hint="--fix/--space") from e
+    return space, fix
