@@ -33,6 +33,11 @@ def pytest_configure(config: pytest.Config) -> None:
     # A confirmation round measured while other work shares the machine (another test run, a
     # user's study) would wait up to 5 minutes for quiet: the tests that wait set their own.
     os.environ["LOADERSEARCH_QUIET_WAIT_S"] = "0"
+    # The suite runs in two processes (scripts/test.sh: pytest-xdist), so a measurement always
+    # has the other half of the suite beside it: with the default threshold (a quarter of the
+    # CPUs) nearly every trial would be busy and measured again. The tests of the busy-machine
+    # rules set their own threshold.
+    os.environ.setdefault("LOADERSEARCH_BUSY_SHARE", "0.9")
     # One torch thread in the test process (the processes it starts keep torch's default): on
     # a busy 2-core machine two OpenMP threads spin-wait for each other, and a 30-step training
     # test took 154 s with two threads and 21 s with one (load average 9).
@@ -55,6 +60,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     ``cuda`` need a CUDA device: skipped (never deleted) where there is none;
     scripts/gpu_acceptance.sh runs them on a GPU machine."""
     lanes.mark_slow(items)
+    # The shared emulated study is made once per test process: its tests run in one.
+    for item in items:
+        if "emulated_study" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group("emulated_study"))
     marked = [item for item in items if item.get_closest_marker("cuda")]
     if not marked:
         return
