@@ -85,6 +85,7 @@ def test_the_measurements_own_workers_are_not_outside_load(tiny_dataset):
 
 
 def test_the_flag_follows_the_share_of_the_cpus_and_steal(monkeypatch):
+    monkeypatch.delenv(BUSY_SHARE_ENV, raising=False)  # the default (the suite sets its own)
     quiet = HostLoad(wall_s=10.0, cpus=4, outside_cpu_s=4.0, steal_s=0.0)
     assert quiet.outside_load == pytest.approx(0.4) and quiet.outside_share == pytest.approx(0.1)
     assert not quiet.busy()
