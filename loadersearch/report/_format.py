@@ -215,10 +215,10 @@ def phase_line(summary: Summary) -> str | None:
 
 
 def settled_line(summary: Summary) -> str | None:
-    from loadersearch.search import QUIET_FOR
-
     """``settled after 17 trials: 23 not needed (~12.0 min saved)``; None when the study did
     not stop before its cap."""
+    from loadersearch.search import QUIET_FOR
+
     s = summary.settled
     if not s:
         return None
