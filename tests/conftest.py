@@ -60,10 +60,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     ``cuda`` need a CUDA device: skipped (never deleted) where there is none;
     scripts/gpu_acceptance.sh runs them on a GPU machine."""
     lanes.mark_slow(items)
-    # The shared emulated study is made once per test process: its tests run in one.
+    # The shared emulated study is made once per test process: its tests run in one. The tests
+    # on a database server run in one too: some stop connections, add and drop users or
+    # create Optuna's tables, which a test of the other process on the same server would meet.
     for item in items:
         if "emulated_study" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.xdist_group("emulated_study"))
+        elif lanes.on_a_server(item):
+            item.add_marker(pytest.mark.xdist_group("database_servers"))
     marked = [item for item in items if item.get_closest_marker("cuda")]
     if not marked:
         return

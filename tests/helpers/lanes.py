@@ -191,7 +191,9 @@ def on_a_server(item: pytest.Item) -> bool:
     used = set(getattr(item, "fixturenames", ()))
     params = getattr(getattr(item, "callspec", None), "params", {})
     backends = [params.get(name) for name in ("storage_url", "shared_url")]
-    return "postgres_url" in used or any(b is not None and b[1] is not None for b in backends)
+    return bool(used & {"postgres_url", "limited_user"}) or any(
+        b is not None and b[1] is not None for b in backends
+    )
 
 
 def mark_slow(items: list[pytest.Item]) -> None:

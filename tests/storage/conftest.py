@@ -85,17 +85,22 @@ class TcpProxy:
 
     @staticmethod
     def _pump(src, dst) -> None:
+        import socket
+
         try:
             while data := src.recv(65536):
                 dst.sendall(data)
         except OSError:
             pass
         finally:
+            # shutdown before close: the other direction's thread, blocked in recv on one of
+            # these, wakes, and the client sees the end (a close alone leaves it waiting).
             for s in (src, dst):
                 try:
-                    s.close()
+                    s.shutdown(socket.SHUT_RDWR)
                 except OSError:
                     pass
+                s.close()
 
 
 @pytest.fixture

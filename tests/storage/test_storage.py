@@ -240,25 +240,34 @@ def test_a_database_restart_mid_study_is_retried_and_the_study_completes(
 def test_terminated_server_connections_are_replaced_without_losing_a_trial(
     postgres_url, study_name
 ):
-    storage = open_storage(postgres_url, retry_seconds=30)
+    import sqlalchemy
+
+    # The study's connections carry the study's name: the server terminates those, and no
+    # other client's (another test's, a developer's dashboard).
+    own = sqlalchemy.engine.make_url(postgres_url).update_query_dict(
+        {"application_name": study_name}
+    )
+    storage = open_storage(own.render_as_string(hide_password=False), retry_seconds=30)
     study = optuna.create_study(study_name=study_name, storage=storage)
     admin = open_storage(postgres_url, heartbeat=False)
+    terminated = []
 
     def terminate():
-        import sqlalchemy
-
         for done in (3, 8, 13):
             _wait_for_trials(study, done)  # between trials, mid-study
             with admin.engine.connect() as conn:
-                conn.execute(
+                rows = conn.execute(
                     sqlalchemy.text(
                         "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                        "WHERE datname = current_database() AND pid <> pg_backend_pid()"
-                    )
+                        "WHERE datname = current_database() AND application_name = :name"
+                    ),
+                    {"name": study_name},
                 )
+                terminated.append(len(rows.fetchall()))
 
     errors = _run_while(terminate, study, n_trials=30)
     assert errors == []
+    assert all(n >= 1 for n in terminated), terminated  # the study's connections were met
     assert [t.state for t in study.trials] == [TrialState.COMPLETE] * 30
 
 
