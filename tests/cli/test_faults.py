@@ -133,7 +133,10 @@ def test_a_run_killed_outright_is_resumed_on_the_same_host_without_waiting_for_i
     run = start_cli(_run_args(url, study_name, tiny_dataset, 4), env, "node-a")
 
     def measuring():
-        running = [t for t in load(url, study_name).trials if t.state == TrialState.RUNNING]
+        # A trial whose configuration is stored (a trial just created has no params yet: read
+        # then, it would not be the trial the measuring process below measures).
+        running = [t for t in load(url, study_name).trials
+                   if t.state == TrialState.RUNNING and t.params]  # fmt: skip
         return running and measurement_processes(run.pid) and running[0]
 
     dead = wait_for(measuring, what="a trial being measured")
