@@ -38,6 +38,7 @@ HERE = Path(__file__).resolve().parent
 MEASURED = HERE / "data" / "tabular-grid.json.gz"
 ZOO = HERE / "data" / "zoo"
 UNSEEN = HERE / "data" / "zoo-unseen"
+FRESH = HERE / "data" / "zoo-fresh"
 BUDGETS = (6, 10, 14, 20, 40)
 TARGET_BUDGET, TARGET_MEDIAN, TARGET_P10 = 14, 0.97, 0.93
 COLOURS = {"loadersearch (structured-classic)": "C1", "loadersearch (structured)": "C0",
@@ -45,8 +46,9 @@ COLOURS = {"loadersearch (structured-classic)": "C1", "loadersearch (structured)
 
 
 def landscapes(which: str) -> dict[str, Path]:
-    if which == "unseen":  # the second held-out set
-        return {p.name.removesuffix(".json.gz"): p for p in sorted(UNSEEN.glob("*.json.gz"))}
+    if which in ("unseen", "fresh"):  # the second and third held-out sets
+        folder = UNSEEN if which == "unseen" else FRESH
+        return {p.name.removesuffix(".json.gz"): p for p in sorted(folder.glob("*.json.gz"))}
     tables = {"measured-2core": MEASURED} if which in ("design", "all") else {}
     for path in sorted(ZOO.glob("*.json.gz")):
         name = path.name.removesuffix(".json.gz")
@@ -234,7 +236,8 @@ def merge(paths: list[Path], out: Path, *, which: str) -> int:
     methods = list(dict.fromkeys(m for run in runs for m in run["methods"]))
     methods.sort(key=lambda m: m == "random search")
     stem = {"design": "landscape-zoo", "held-out": "landscape-zoo-held-out",
-            "unseen": "landscape-zoo-unseen", "all": "landscape-zoo-all"}[which]  # fmt: skip
+            "unseen": "landscape-zoo-unseen", "fresh": "landscape-zoo-fresh",
+            "all": "landscape-zoo-all"}[which]  # fmt: skip
     data = {"set": which, "seeds": seeds.pop(), "seed_offset": runs[0]["seed_offset"],
             "methods": methods, "budgets": list(BUDGETS), "summary": dict(sorted(summary.items())),
             "plot": f"{stem}.png", "replay_s": sum(run["replay_s"] for run in runs),
@@ -250,7 +253,7 @@ def merge(paths: list[Path], out: Path, *, which: str) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--set", choices=("design", "held-out", "unseen", "all"),
+    p.add_argument("--set", choices=("design", "held-out", "unseen", "fresh", "all"),
                    default="design")  # fmt: skip
     p.add_argument("--landscapes", default="", help="comma-separated names (default: the set)")
     p.add_argument("--methods", default="structured,tpe",
@@ -311,7 +314,8 @@ def main(argv: list[str] | None = None) -> int:
         names = reuse(summary, names, args.reuse, seeds=args.seeds)
         reused = {"path": args.reuse.name, "methods": [m for m in names if m not in replayed]}
     stem = {"design": "landscape-zoo", "held-out": "landscape-zoo-held-out",
-            "unseen": "landscape-zoo-unseen", "all": "landscape-zoo-all"}[args.set]  # fmt: skip
+            "unseen": "landscape-zoo-unseen", "fresh": "landscape-zoo-fresh",
+            "all": "landscape-zoo-all"}[args.set]  # fmt: skip
     args.out.mkdir(parents=True, exist_ok=True)
     data = {"set": args.set, "seeds": args.seeds, "seed_offset": args.seed_offset,
             "methods": names, "budgets": list(BUDGETS), "summary": summary,
