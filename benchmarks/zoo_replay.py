@@ -4,12 +4,16 @@ measurement, the confirmation's included, is a fresh draw from the point's truth
 quality = truth of the answer / true optimum; median and 10th percentile over seeds.
 
     .venv/bin/python benchmarks/make_zoo.py                      # the tables (seconds)
-    nice .venv/bin/python benchmarks/zoo_replay.py --seeds 20    # design landscapes, ~5 min
-    nice .venv/bin/python benchmarks/zoo_replay.py --set held-out
+    nice .venv/bin/python benchmarks/zoo_replay.py               # design landscapes, ~3 min
+    nice .venv/bin/python benchmarks/zoo_replay.py --set held-out   # ~1 min
+    nice .venv/bin/python benchmarks/zoo_replay.py --set unseen     # ~3 min
+    nice .venv/bin/python benchmarks/zoo_replay.py --set fresh      # ~3 min
 
-Landscapes: the measured 2-core table (benchmarks/data/tabular-grid.json.gz, truth = the mean
-of its repeats, noise = their CV) and the models in benchmarks/data/zoo/ (``heldout-*`` only
-with ``--set held-out`` or ``all``). Prints the zoo table (landscape x method x budget, median /
+(50 seeds, every method, on 2 idle cores.) Landscapes: the measured 2-core table
+(benchmarks/data/tabular-grid.json.gz, truth = the mean of its repeats, noise = their CV) and
+the models in benchmarks/data/zoo/ (``heldout-*`` only with ``--set held-out`` or ``all``),
+benchmarks/data/zoo-unseen/ and benchmarks/data/zoo-fresh/ (the held-out sets).
+Prints the zoo table (landscape x method x budget, median /
 10th percentile) and the targets, and writes Markdown, JSON and a plot to --out.
 """
 
@@ -105,9 +109,10 @@ def verdicts(summary: dict[str, dict[str, Any]], method: str) -> dict[str, list[
             for b, r in theirs.items():
                 for stat in ("median", "p10"):
                     if b in mine and mine[b][stat] + 1e-9 < r[stat]:
+                        a, z = 100 * mine[b][stat], 100 * r[stat]
+                        digits = 1 if f"{a:.1f}" != f"{z:.1f}" else 2  # a tie when printed
                         misses.append(
-                            f"{stat} at {b} below {rival} "
-                            f"({100 * mine[b][stat]:.1f} < {100 * r[stat]:.1f})"
+                            f"{stat} at {b} below {rival} ({a:.{digits}f} < {z:.{digits}f})"
                         )
         out[land] = misses
     return out

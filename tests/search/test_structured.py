@@ -92,6 +92,42 @@ def test_the_default_moves_the_batch_up_then_walks_the_workers() -> None:
                                                              (8, 32)]  # fmt: skip
 
 
+def test_after_one_batch_step_up_the_workers_come_before_the_next() -> None:
+    """The batch rises one step from the start, then the workers are walked at that batch
+    before it rises again: a larger batch that measured better does not climb the batch
+    ladder to its end while the workers are unseen (heldout-2303 of the zoo)."""
+    space = SearchSpace(num_workers=(0, 32), batch_size=(8, 128), batch_step=0)
+
+    def f(c: LoaderConfig) -> float:  # the larger the batch, the better; 16 workers best
+        return c.batch_size * (1.0 + min(c.num_workers, 16) - 0.5 * max(0, c.num_workers - 16))
+
+    seen = [o.config for o in search(HOST(space), f, 4)]
+    assert [(c.num_workers, c.batch_size) for c in seen] == [(16, 32), (16, 64), (32, 64),
+                                                             (8, 64)]  # fmt: skip
+
+
+def baseline(i: int, workers: int, value: float) -> Observation:
+    config = LoaderConfig(workers, 16, False, 2, False) if workers else LoaderConfig(0, 16)
+    return Observation(i, config, COMPLETE, value, True)
+
+
+def test_where_the_rate_falls_clearly_above_the_workers_step_down_first() -> None:
+    """Baselines at 0, 6 and 12 workers (batch 16): 12 measured 40% below 6, beyond the noise
+    of two measurements, so the peak lies at or below 6 and the worker ladder steps down first
+    (4, not 8); a fall within the noise (7%) leaves the usual order, up first."""
+    space = SearchSpace(num_workers=(0, 12), batch_size=(8, 128), batch_step=0)
+    strategy = HOST(space)
+    observed = [baseline(0, 0, 41.0), baseline(1, 12, 40.0), baseline(2, 6, 68.0)]
+    own = [(6, 32, 112.0), (6, 64, 131.0)]
+    for w, b, v in own:
+        config = LoaderConfig(w, b, False, 8, True)
+        assert strategy.next_config(observed) == config
+        observed.append(Observation(len(observed), config, COMPLETE, v, False))
+    assert strategy.next_config(observed) == LoaderConfig(4, 64, False, 8, True)
+    near = [baseline(0, 0, 41.0), baseline(1, 12, 63.5), baseline(2, 6, 68.0), *observed[3:]]
+    assert strategy.next_config(near) == LoaderConfig(8, 64, False, 8, True)
+
+
 def test_a_parabola_through_the_best_count_and_its_neighbours_picks_the_next_count() -> None:
     """Counts 4, 8, 16 measured (8 best, 16 nearly as good): the vertex lies above 8, so the
     next count is between 8 and 16, not the midpoint of the ladder's other side."""
