@@ -21,6 +21,17 @@ DEFAULT_RETRY_SECONDS = 120.0
 # Seconds to wait for a TCP connection to a database server.
 CONNECT_TIMEOUT_ENV = "LOADERSEARCH_DB_CONNECT_TIMEOUT"
 DEFAULT_CONNECT_TIMEOUT = 10
+# libpq's TCP keepalives and user timeout: a PostgreSQL server that goes silent (a network
+# partition: no FIN, no RST) is found dead after ~60 s, where the operating system's defaults
+# (2 h of idle before the first probe) would hang a run that long. A URL's own values win
+# (``?keepalives_idle=...``).
+PG_KEEPALIVE = {
+    "keepalives": 1,
+    "keepalives_idle": 30,
+    "keepalives_interval": 10,
+    "keepalives_count": 3,
+    "tcp_user_timeout": 60_000,  # ms: sent data unacknowledged this long drops the connection
+}
 
 
 def heartbeat_settings() -> tuple[int, int]:
@@ -58,8 +69,22 @@ def engine_kwargs(url: str) -> dict[str, Any]:
         return {"connect_args": {"timeout": SQLITE_BUSY_TIMEOUT}}
     kwargs: dict[str, Any] = {"pool_pre_ping": True}  # a dropped connection is replaced
     if url.startswith(("postgresql", "postgres", "mysql", "mariadb")):
-        kwargs["connect_args"] = {"connect_timeout": timeout}
+        args: dict[str, Any] = {"connect_timeout": timeout}
+        if url.startswith(("postgresql", "postgres")):
+            args.update(PG_KEEPALIVE)
+        # connect_args override the URL's query: keep what the URL says
+        given = _url_query(url)
+        kwargs["connect_args"] = {k: v for k, v in args.items() if k not in given}
     return kwargs
+
+
+def _url_query(url: str) -> set[str]:
+    from sqlalchemy.engine import make_url
+
+    try:
+        return set(make_url(url).query)
+    except Exception:  # a malformed URL is refused where it is opened, with its own message
+        return set()
 
 
 def readonly_engine_kwargs(url: str) -> dict[str, Any]:

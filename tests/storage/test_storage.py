@@ -41,6 +41,36 @@ def test_open_storage_runs_a_study_with_heartbeats_on_each_backend(storage_url, 
     assert [t.state for t in again.trials] == [TrialState.COMPLETE] * 3
 
 
+def test_a_postgresql_connection_has_tcp_keepalives_unless_the_url_sets_its_own(postgres_url):
+    """A server that goes silent (a partition: no FIN, no RST) is found dead in ~60 s, not
+    after the operating system's 2 hours: libpq's keepalives and TCP user timeout are set on
+    the real connection; a value in the URL's query is the user's and wins."""
+    sep = "&" if "?" in postgres_url else "?"
+    for url, idle in ((postgres_url, "30"), (f"{postgres_url}{sep}keepalives_idle=7", "7")):
+        storage = open_storage(url)
+        try:
+            with storage.engine.connect() as conn:
+                params = conn.connection.driver_connection.info.get_parameters()
+        finally:
+            storage.engine.dispose()
+        assert params.get("keepalives") == "1", params
+        assert params.get("keepalives_idle") == idle
+        assert params.get("keepalives_count") == "3"
+        assert params.get("tcp_user_timeout") == "60000"
+
+
+def test_connect_arguments_keep_what_the_url_says():
+    from loadersearch.storage._settings import PG_KEEPALIVE, engine_kwargs
+
+    pg = engine_kwargs("postgresql+psycopg://u@h/db")["connect_args"]
+    assert pg == {"connect_timeout": 10, **PG_KEEPALIVE}
+    own = engine_kwargs("postgresql+psycopg://u@h/db?connect_timeout=3&tcp_user_timeout=5")
+    assert "connect_timeout" not in own["connect_args"]  # the URL's 3 s is used
+    assert "tcp_user_timeout" not in own["connect_args"]
+    assert own["connect_args"]["keepalives_idle"] == 30
+    assert engine_kwargs("mysql+pymysql://root@h/db")["connect_args"] == {"connect_timeout": 10}
+
+
 def test_redact_url_hides_the_password_and_keeps_the_rest():
     url = "postgresql+psycopg://alice:pa%40ss@db.example:5432/studies"
     assert redact_url(url) == "postgresql+psycopg://alice:***@db.example:5432/studies"
