@@ -43,6 +43,10 @@ MEASURED = HERE / "data" / "tabular-grid.json.gz"
 ZOO = HERE / "data" / "zoo"
 UNSEEN = HERE / "data" / "zoo-unseen"
 FRESH = HERE / "data" / "zoo-fresh"
+# the files each set's replay writes (Markdown, JSON, plot)
+STEMS = {"design": "landscape-zoo", "held-out": "landscape-zoo-held-out",
+         "unseen": "landscape-zoo-unseen", "fresh": "landscape-zoo-fresh",
+         "all": "landscape-zoo-all"}  # fmt: skip
 BUDGETS = (6, 10, 14, 20, 40)
 TARGET_BUDGET, TARGET_MEDIAN, TARGET_P10 = 14, 0.97, 0.93
 COLOURS = {"loadersearch (structured-classic)": "C1", "loadersearch (structured)": "C0",
@@ -240,9 +244,7 @@ def merge(paths: list[Path], out: Path, *, which: str) -> int:
                                                  for m, s in by_method.items()})  # fmt: skip
     methods = list(dict.fromkeys(m for run in runs for m in run["methods"]))
     methods.sort(key=lambda m: m == "random search")
-    stem = {"design": "landscape-zoo", "held-out": "landscape-zoo-held-out",
-            "unseen": "landscape-zoo-unseen", "fresh": "landscape-zoo-fresh",
-            "all": "landscape-zoo-all"}[which]  # fmt: skip
+    stem = STEMS[which]
     data = {"set": which, "seeds": seeds.pop(), "seed_offset": runs[0]["seed_offset"],
             "methods": methods, "budgets": list(BUDGETS), "summary": dict(sorted(summary.items())),
             "plot": f"{stem}.png", "replay_s": sum(run["replay_s"] for run in runs),
@@ -258,8 +260,7 @@ def merge(paths: list[Path], out: Path, *, which: str) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--set", choices=("design", "held-out", "unseen", "fresh", "all"),
-                   default="design")  # fmt: skip
+    p.add_argument("--set", choices=tuple(STEMS), default="design")
     p.add_argument("--landscapes", default="", help="comma-separated names (default: the set)")
     p.add_argument("--methods", default="structured,tpe",
                    help="loadersearch samplers (random search is always added)")  # fmt: skip
@@ -318,9 +319,7 @@ def main(argv: list[str] | None = None) -> int:
         replayed = list(names)
         names = reuse(summary, names, args.reuse, seeds=args.seeds)
         reused = {"path": args.reuse.name, "methods": [m for m in names if m not in replayed]}
-    stem = {"design": "landscape-zoo", "held-out": "landscape-zoo-held-out",
-            "unseen": "landscape-zoo-unseen", "fresh": "landscape-zoo-fresh",
-            "all": "landscape-zoo-all"}[args.set]  # fmt: skip
+    stem = STEMS[args.set]
     args.out.mkdir(parents=True, exist_ok=True)
     data = {"set": args.set, "seeds": args.seeds, "seed_offset": args.seed_offset,
             "methods": names, "budgets": list(BUDGETS), "summary": summary,

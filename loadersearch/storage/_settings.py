@@ -79,12 +79,12 @@ def engine_kwargs(url: str) -> dict[str, Any]:
 
 
 def _url_query(url: str) -> set[str]:
-    from sqlalchemy.engine import make_url
+    """The parameter names in ``url``'s query (none where it cannot be read: a malformed URL
+    is refused where it is opened, with its own message)."""
+    from loadersearch.storage._url import _read
 
-    try:
-        return set(make_url(url).query)
-    except Exception:  # a malformed URL is refused where it is opened, with its own message
-        return set()
+    parsed, _ = _read(url)
+    return set(parsed.query) if parsed is not None else set()
 
 
 def readonly_engine_kwargs(url: str) -> dict[str, Any]:
