@@ -5,8 +5,9 @@ the design landscapes and the held-out ones (``heldout-*``, drawn from a randomi
 and not looked at while the host-aware search was designed), and into
 benchmarks/data/zoo-unseen/ the second held-out set (``unseen-*``: new host shapes and new
 seeds of the family, written before the default sampler's redesign and replayed only for its
-final figures), and into benchmarks/data/zoo-fresh/ the third (``fresh-*``, written before the
-changes of stop 30, replayed only for their final figures).
+final figures), into benchmarks/data/zoo-fresh/ the third (``fresh-*``, written before the
+changes of stop 30, replayed only for their final figures) and into benchmarks/data/zoo-reserve/
+the fourth (``reserve-*``, written before the changes of stop 31).
 
     .venv/bin/python benchmarks/make_zoo.py            # a few seconds
 """
@@ -18,7 +19,15 @@ import sys
 from pathlib import Path
 
 from bench_tabular.grid import write_table
-from bench_tabular.zoo import HELD_OUT_SEEDS, fresh, held_out, table_data, unseen, zoo
+from bench_tabular.zoo import (
+    HELD_OUT_SEEDS,
+    fresh,
+    held_out,
+    reserve,
+    table_data,
+    unseen,
+    zoo,
+)
 
 HERE = Path(__file__).resolve().parent
 
@@ -28,10 +37,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=HERE / "data" / "zoo")
     p.add_argument("--unseen-out", type=Path, default=HERE / "data" / "zoo-unseen")
     p.add_argument("--fresh-out", type=Path, default=HERE / "data" / "zoo-fresh")
+    p.add_argument("--reserve-out", type=Path, default=HERE / "data" / "zoo-reserve")
     args = p.parse_args(argv)
     sets = [(land, args.out) for land in [*zoo(), *(held_out(s) for s in HELD_OUT_SEEDS)]]
     sets += [(land, args.unseen_out) for land in unseen()]
     sets += [(land, args.fresh_out) for land in fresh()]
+    sets += [(land, args.reserve_out) for land in reserve()]
     for land, folder in sets:
         data = table_data(land)
         meta = {**data["meta"], "points": data["points"]}

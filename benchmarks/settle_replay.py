@@ -43,8 +43,9 @@ def _job(task: tuple[str, str, int, bool]) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", type=int, default=20)
-    parser.add_argument("--set", default="all",
-                        choices=["design", "held-out", "unseen", "fresh", "all"])  # fmt: skip
+    parser.add_argument(
+        "--set", default="all", choices=["design", "held-out", "unseen", "fresh", "reserve", "all"]
+    )
     parser.add_argument("--sampler", default="structured")
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--out", type=Path)
