@@ -75,9 +75,10 @@ NEAR = 0.05
 FALLS = 0.20
 # The batch steps down first (below the start's batch) only where the batch above measured at
 # less than 30% of the rate: then the batch outweighs any worker step (fresh-2322: batch 32 at
-# 1/6 of batch 16). A smaller fall says nothing of the batch below (a bump around 16 falls on
-# both sides: peak-20, 0.79x above and below), and a step down first costs the worker step
-# that a budget of 6 needs (at 50%: peak-20 at budget 6 92.5% -> 74%, heldout-2304 76 -> 48%).
+# 1/6 of batch 16). A smaller fall says little of the batch below (a bump around 16 falls on
+# both sides), and a step down first costs the worker step that a budget of 6 needs: at the
+# workers' 20%, peak-20 (batch 32 at 0.8x of 16) went 92.5% -> 74% at budget 6; at 50%,
+# heldout-2304 (batch 32 at ~0.5x of 16, its peak among the workers) 76% -> 48%.
 FALLS_BATCH = 0.70
 
 
@@ -309,9 +310,9 @@ class StructuredStrategy(LadderSteps):
             batch_up = []
         # Below the start's batch (a baseline's batch 16 beat the start), the batch steps down
         # first where the batch above measured at less than 30% of the rate at the same
-        # workers (:data:`FALLS_BATCH`). Above the start, a step up that fell says less: on peak-5,
-        # peak-20 and heldout-2304 a step down first cost the worker step that budget 6
-        # needs, 20-36 points.
+        # workers (:data:`FALLS_BATCH`). Not above it: where the step up from the start fell,
+        # a step down first cost peak-5 and peak-20 the worker step that budget 6 needs (20
+        # points of median or 10th percentile).
         batch_down = [m for m in self._coarse(best, B, up_first=False)
                       if m.batch_size < best.batch_size < self.start.batch_size
                       and not batch_known(m)
@@ -377,9 +378,10 @@ def _falls_above(best: LoaderConfig, shape: dict[LoaderConfig, float], knob: str
     """Whether the throughput was seen to fall above ``best``'s value of ``knob`` (the worker
     count or the batch size): at a value of the other one where both were measured (any
     prefetch, persistence or pinning: the baselines measure other ones), the nearest value
-    above measured more than ``falls`` (:data:`FALLS`) below ``best``'s, and nowhere did it
-    measure as high. Then the peak lies at or below this value, and that ladder steps down
-    first."""
+    above measured more than ``falls`` (:data:`FALLS` for the workers, :data:`FALLS_BATCH` for
+    the batch) below ``best``'s, and nowhere did it measure as high. Then the peak lies at or
+    below this value, and that ladder steps down first. Never for a ``best`` without workers
+    (its rate says nothing of the loader's)."""
     other = B if knob == W else W
     v = getattr(best, knob)
     if best.num_workers <= 0:

@@ -129,10 +129,10 @@ def test_where_the_rate_falls_clearly_above_the_workers_step_down_first() -> Non
 
 
 def test_where_the_batch_above_measured_clearly_lower_the_batch_steps_down_first() -> None:
-    """The baselines measured batch 16, the start batch 32 at the same workers 85% lower
-    (beyond the noise of two measurements): after the baseline's workers and batch with the
-    search's own settings, the batch steps down (8) before the workers move; a batch above
-    that measured within the noise (5% lower) leaves the workers first."""
+    """The baselines measured batch 16, the start batch 32 at the same workers 84% lower:
+    after the baseline's workers and batch with the search's own settings, the batch steps
+    down (8) before the workers move. A batch above that measured within the noise (5% lower)
+    or 60% lower (a bump around 16 falls on both sides) leaves the workers first."""
     space = SearchSpace(num_workers=(0, 12), batch_size=(8, 128), batch_step=0)
     strategy = HOST(space)
     falls = [baseline(0, 0, 80.0), baseline(1, 3, 120.0), baseline(2, 6, 226.0)]
@@ -145,6 +145,9 @@ def test_where_the_batch_above_measured_clearly_lower_the_batch_steps_down_first
     near = [*falls, *(Observation(o.number, o.config, COMPLETE, v, False)
                       for o, v in zip(observed[3:], (240.0, 253.0), strict=True))]  # fmt: skip
     assert strategy.next_config(near).batch_size == 16
+    half = [*falls, *(Observation(o.number, o.config, COMPLETE, v, False)
+                      for o, v in zip(observed[3:], (101.0, 253.0), strict=True))]  # fmt: skip
+    assert strategy.next_config(half).batch_size == 16
 
 
 def test_a_parabola_through_the_best_count_and_its_neighbours_picks_the_next_count() -> None:
