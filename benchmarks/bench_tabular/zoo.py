@@ -286,6 +286,13 @@ def held_out(seed: int) -> Landscape:
 HELD_OUT_SEEDS = (2301, 2302, 2303, 2304)
 
 
+def renamed_family(prefix: str, seeds: tuple[int, ...]) -> list[Landscape]:
+    """The randomised family's landscapes for ``seeds``, named ``{prefix}-{seed}`` (a held-out
+    set's share of new seeds)."""
+    return [replace(land, name=f"{prefix}-{land.name.split('-')[1]}")
+            for land in (held_out(s) for s in seeds)]  # fmt: skip
+
+
 def server(*, cores: int, per_worker: float, knee: float, serial: float, contention: float,
            fixed_ms: float, per_image_ms: float, best_batch: int, batch_width: float,
            hide: float, pin_gain: float, s0: float, s1: float) -> Model:  # fmt: skip
@@ -340,8 +347,7 @@ def unseen() -> list[Landscape]:
                   best_batch=64, batch_width=1.8, hide=0.1, pin_gain=0.0, s0=0.3, s1=0.08),
                   cpus=4, physical=4, gpus=0, noise=0.05, held_out=True),
     ]  # fmt: skip
-    family = [held_out(s) for s in UNSEEN_SEEDS]
-    return lands + [replace(land, name=f"unseen-{land.name.split('-')[1]}") for land in family]
+    return lands + renamed_family("unseen", UNSEEN_SEEDS)
 
 
 UNSEEN_SEEDS = (2311, 2312, 2313, 2314)
@@ -365,8 +371,7 @@ def fresh() -> list[Landscape]:
                   batch_width=1.6, hide=0.2, pin_gain=0.05, s0=0.3, s1=0.05),
                   cpus=8, physical=8, gpus=1, noise=0.04, held_out=True),
     ]  # fmt: skip
-    family = [held_out(s) for s in FRESH_SEEDS]
-    return lands + [replace(land, name=f"fresh-{land.name.split('-')[1]}") for land in family]
+    return lands + renamed_family("fresh", FRESH_SEEDS)
 
 
 FRESH_SEEDS = (2321, 2322, 2323, 2324, 2325, 2326, 2327, 2328)
@@ -391,8 +396,7 @@ def reserve() -> list[Landscape]:
                   pin_gain=0.04, s0=0.3, s1=0.06), cpus=12, physical=6, gpus=1,
                   batches=(8, 16, 32), cap_batches=(64, 128), noise=0.06, held_out=True),
     ]  # fmt: skip
-    family = [held_out(s) for s in RESERVE_SEEDS]
-    return lands + [replace(land, name=f"reserve-{land.name.split('-')[1]}") for land in family]
+    return lands + renamed_family("reserve", RESERVE_SEEDS)
 
 
 RESERVE_SEEDS = (2331, 2332, 2333, 2334, 2335, 2336, 2337, 2338)
