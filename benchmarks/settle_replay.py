@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from bench_tabular.replay import loadersearch_methods, percentile, replay_seed, setup
-from zoo_replay import _STATE, _init, landscapes
+from zoo_replay import _STATE, STEMS, _init, landscapes
 
 CAP = 40
 
@@ -43,9 +43,7 @@ def _job(task: tuple[str, str, int, bool]) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", type=int, default=20)
-    parser.add_argument(
-        "--set", default="all", choices=["design", "held-out", "unseen", "fresh", "reserve", "all"]
-    )
+    parser.add_argument("--set", default="all", choices=tuple(STEMS))
     parser.add_argument("--sampler", default="structured")
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--out", type=Path)

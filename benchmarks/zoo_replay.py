@@ -46,6 +46,7 @@ ZOO = HERE / "data" / "zoo"
 UNSEEN = HERE / "data" / "zoo-unseen"
 FRESH = HERE / "data" / "zoo-fresh"
 RESERVE = HERE / "data" / "zoo-reserve"
+HELD_OUT_SETS = {"unseen": UNSEEN, "fresh": FRESH, "reserve": RESERVE}  # the 2nd, 3rd, 4th
 # the files each set's replay writes (Markdown, JSON, plot)
 STEMS = {"design": "landscape-zoo", "held-out": "landscape-zoo-held-out",
          "unseen": "landscape-zoo-unseen", "fresh": "landscape-zoo-fresh",
@@ -57,8 +58,8 @@ COLOURS = {"loadersearch (structured-classic)": "C1", "loadersearch (structured)
 
 
 def landscapes(which: str) -> dict[str, Path]:
-    if which in ("unseen", "fresh", "reserve"):  # the second, third and fourth held-out sets
-        folder = {"unseen": UNSEEN, "fresh": FRESH, "reserve": RESERVE}[which]
+    if which in HELD_OUT_SETS:
+        folder = HELD_OUT_SETS[which]
         return {p.name.removesuffix(".json.gz"): p for p in sorted(folder.glob("*.json.gz"))}
     tables = {"measured-2core": MEASURED} if which in ("design", "all") else {}
     for path in sorted(ZOO.glob("*.json.gz")):

@@ -313,10 +313,10 @@ class StructuredStrategy(LadderSteps):
         # workers (:data:`FALLS_BATCH`). Not above it: where the step up from the start fell,
         # a step down first cost peak-5 and peak-20 the worker step that budget 6 needs (20
         # points of median or 10th percentile).
-        batch_down = [m for m in self._coarse(best, B, up_first=False)
-                      if m.batch_size < best.batch_size < self.start.batch_size
-                      and not batch_known(m)
-                      and _falls_above(best, shape, B, FALLS_BATCH)]  # fmt: skip
+        batch_down = []
+        if best.batch_size < self.start.batch_size and _falls_above(best, shape, B, FALLS_BATCH):
+            batch_down = [m for m in self._coarse(best, B, up_first=False)
+                          if m.batch_size < best.batch_size and not batch_known(m)]  # fmt: skip
         worker_steps = [
             *(
                 (m, False)

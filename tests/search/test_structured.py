@@ -3,6 +3,7 @@ landscapes of the usual shape in few trials (a pure function of the observations
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
 import pytest
@@ -142,12 +143,12 @@ def test_where_the_batch_above_measured_clearly_lower_the_batch_steps_down_first
         assert strategy.next_config(observed) == config
         observed.append(Observation(len(observed), config, COMPLETE, v, False))
     assert strategy.next_config(observed) == LoaderConfig(6, 8, False, 8, True)
-    near = [*falls, *(Observation(o.number, o.config, COMPLETE, v, False)
-                      for o, v in zip(observed[3:], (240.0, 253.0), strict=True))]  # fmt: skip
-    assert strategy.next_config(near).batch_size == 16
-    half = [*falls, *(Observation(o.number, o.config, COMPLETE, v, False)
-                      for o, v in zip(observed[3:], (101.0, 253.0), strict=True))]  # fmt: skip
-    assert strategy.next_config(half).batch_size == 16
+
+    def start_at(value: float) -> list[Observation]:  # the same, the start measuring ``value``
+        return [*observed[:3], dataclasses.replace(observed[3], value=value), observed[4]]
+
+    assert strategy.next_config(start_at(240.0)).batch_size == 16  # near
+    assert strategy.next_config(start_at(101.0)).batch_size == 16  # 60% lower
 
 
 def test_a_parabola_through_the_best_count_and_its_neighbours_picks_the_next_count() -> None:
