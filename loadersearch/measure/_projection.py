@@ -105,7 +105,8 @@ def project(
     start_cost = max(0.0, mean_epoch - steps * batch_size / rate) if rate > 0 else 0.0
     images = full_images if full_images > 0 else steps * batch_size
     epoch_time = images / rate + start_cost if rate > 0 else math.inf
-    objective = images / epoch_time if rate > 0 else 0.0
+    # images / (images / rate) can round one ulp above rate when the start cost is 0.
+    objective = min(rate, images / epoch_time) if rate > 0 else 0.0
     return Projection(rate, start_cost, epoch_time, objective)
 
 
