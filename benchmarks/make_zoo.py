@@ -6,8 +6,9 @@ and not looked at while the host-aware search was designed), and into
 benchmarks/data/zoo-unseen/ the second held-out set (``unseen-*``: new host shapes and new
 seeds of the family, written before the default sampler's redesign and replayed only for its
 final figures), into benchmarks/data/zoo-fresh/ the third (``fresh-*``, written before the
-changes of stop 30, replayed only for their final figures) and into benchmarks/data/zoo-reserve/
-the fourth (``reserve-*``, written before the changes of stop 31).
+changes of stop 30, replayed only for their final figures), into benchmarks/data/zoo-reserve/
+the fourth (``reserve-*``, written before the changes of stop 31) and into
+benchmarks/data/zoo-spare/ the fifth (``spare-*``, written before the changes of stop 32).
 
     .venv/bin/python benchmarks/make_zoo.py            # a few seconds
 """
@@ -24,6 +25,7 @@ from bench_tabular.zoo import (
     fresh,
     held_out,
     reserve,
+    spare,
     table_data,
     unseen,
     zoo,
@@ -38,11 +40,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--unseen-out", type=Path, default=HERE / "data" / "zoo-unseen")
     p.add_argument("--fresh-out", type=Path, default=HERE / "data" / "zoo-fresh")
     p.add_argument("--reserve-out", type=Path, default=HERE / "data" / "zoo-reserve")
+    p.add_argument("--spare-out", type=Path, default=HERE / "data" / "zoo-spare")
     args = p.parse_args(argv)
     sets = [(land, args.out) for land in [*zoo(), *(held_out(s) for s in HELD_OUT_SEEDS)]]
     sets += [(land, args.unseen_out) for land in unseen()]
     sets += [(land, args.fresh_out) for land in fresh()]
     sets += [(land, args.reserve_out) for land in reserve()]
+    sets += [(land, args.spare_out) for land in spare()]
     for land, folder in sets:
         data = table_data(land)
         meta = {**data["meta"], "points": data["points"]}
