@@ -67,6 +67,26 @@ def test_finalists_are_the_top_distinct_configurations_and_every_measured_baseli
     assert [c["baseline"] for c in chosen[3:]] == ["ultralytics", "pytorch"]
 
 
+def test_where_the_top_share_one_batch_the_best_of_another_batch_within_reach_is_a_finalist():
+    # The search walked the workers at batch 32: its near-duplicates fill the top 3, each the
+    # largest of many noisy measurements; batch 16, measured twice, may be the better batch.
+    plateau = [_trial(v, num_workers=w, batch_size=32) for w, v in ((4, 51.2), (3, 49.0),
+               (2, 48.9), (1, 47.0))]  # fmt: skip
+    study = _study(*plateau, _trial(44.0, num_workers=2, batch_size=16),
+                   _trial(45.0, num_workers=3, batch_size=16), _trial(48.0, num_workers=1,
+                   batch_size=8))  # fmt: skip
+    chosen = finalists(study, space_fixed={}, k=3)
+    assert [c["label"] for c in chosen] == ["w4 b32 pf2", "w3 b32 pf2", "w2 b32 pf2", "w1 b8 pf2"]
+    # None within 15% of the best: the top 3 alone (48.0 -> 43.0, 15.6% below 51.2).
+    study = _study(*plateau, _trial(43.0, num_workers=1, batch_size=8))
+    assert [c["label"] for c in finalists(study, space_fixed={}, k=3)] == [
+        "w4 b32 pf2", "w3 b32 pf2", "w2 b32 pf2"]  # fmt: skip
+    # The top 3 already hold two batch sizes: nothing added.
+    study = _study(*plateau[:2], _trial(48.0, num_workers=1, batch_size=8),
+                   _trial(47.5, num_workers=2, batch_size=16))  # fmt: skip
+    assert len(finalists(study, space_fixed={}, k=3)) == 3
+
+
 def test_a_baseline_among_the_top_is_labelled_not_added_twice() -> None:
     study = _study(
         _trial(90.0, baseline="ultralytics", num_workers=2, batch_size=16),
