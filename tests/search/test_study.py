@@ -98,7 +98,10 @@ def test_slow_trials_are_pruned_after_the_pruner_saw_enough_windows(
     for t in pruned:
         assert t.user_attrs["status"] == "pruned"
         assert 4 <= t.user_attrs["windows_done"] < 8
-        assert t.params["batch_size"] == 8
+        # What it lost against: its windows measured below the best finished trial (on an idle
+        # machine the batch-8 trials; under load a b16 one was pruned too, in stop 32's run).
+        windows = list(t.intermediate_values.values())
+        assert sum(windows) / len(windows) < study.best_value
 
 
 def test_the_study_stores_its_spec_hardware_probe_and_confirmation(
