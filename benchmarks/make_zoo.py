@@ -7,8 +7,9 @@ benchmarks/data/zoo-unseen/ the second held-out set (``unseen-*``: new host shap
 seeds of the family, written before the default sampler's redesign and replayed only for its
 final figures), into benchmarks/data/zoo-fresh/ the third (``fresh-*``, written before the
 changes of stop 30, replayed only for their final figures), into benchmarks/data/zoo-reserve/
-the fourth (``reserve-*``, written before the changes of stop 31) and into
-benchmarks/data/zoo-spare/ the fifth (``spare-*``, written before the changes of stop 32).
+the fourth (``reserve-*``, written before the changes of stop 31), into
+benchmarks/data/zoo-spare/ the fifth (``spare-*``, written before the changes of stop 32) and
+into benchmarks/data/zoo-sixth/ the sixth (``sixth-*``, written before the changes of stop 33).
 
     .venv/bin/python benchmarks/make_zoo.py            # a few seconds
 """
@@ -25,6 +26,7 @@ from bench_tabular.zoo import (
     fresh,
     held_out,
     reserve,
+    sixth,
     spare,
     table_data,
     unseen,
@@ -41,12 +43,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--fresh-out", type=Path, default=HERE / "data" / "zoo-fresh")
     p.add_argument("--reserve-out", type=Path, default=HERE / "data" / "zoo-reserve")
     p.add_argument("--spare-out", type=Path, default=HERE / "data" / "zoo-spare")
+    p.add_argument("--sixth-out", type=Path, default=HERE / "data" / "zoo-sixth")
     args = p.parse_args(argv)
     sets = [(land, args.out) for land in [*zoo(), *(held_out(s) for s in HELD_OUT_SEEDS)]]
     sets += [(land, args.unseen_out) for land in unseen()]
     sets += [(land, args.fresh_out) for land in fresh()]
     sets += [(land, args.reserve_out) for land in reserve()]
     sets += [(land, args.spare_out) for land in spare()]
+    sets += [(land, args.sixth_out) for land in sixth()]
     for land, folder in sets:
         data = table_data(land)
         meta = {**data["meta"], "points": data["points"]}
