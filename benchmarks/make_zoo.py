@@ -8,8 +8,10 @@ seeds of the family, written before the default sampler's redesign and replayed 
 final figures), into benchmarks/data/zoo-fresh/ the third (``fresh-*``, written before the
 changes of stop 30, replayed only for their final figures), into benchmarks/data/zoo-reserve/
 the fourth (``reserve-*``, written before the changes of stop 31), into
-benchmarks/data/zoo-spare/ the fifth (``spare-*``, written before the changes of stop 32) and
-into benchmarks/data/zoo-sixth/ the sixth (``sixth-*``, written before the changes of stop 33).
+benchmarks/data/zoo-spare/ the fifth (``spare-*``, written before the changes of stop 32),
+into benchmarks/data/zoo-sixth/ the sixth (``sixth-*``, written before the changes of stop 33)
+and into benchmarks/data/zoo-seventh/ the seventh (``seventh-*``, written after the sixth's
+replay and before the change designed on it).
 
     .venv/bin/python benchmarks/make_zoo.py            # a few seconds
 """
@@ -26,6 +28,7 @@ from bench_tabular.zoo import (
     fresh,
     held_out,
     reserve,
+    seventh,
     sixth,
     spare,
     table_data,
@@ -44,6 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--reserve-out", type=Path, default=HERE / "data" / "zoo-reserve")
     p.add_argument("--spare-out", type=Path, default=HERE / "data" / "zoo-spare")
     p.add_argument("--sixth-out", type=Path, default=HERE / "data" / "zoo-sixth")
+    p.add_argument("--seventh-out", type=Path, default=HERE / "data" / "zoo-seventh")
     args = p.parse_args(argv)
     sets = [(land, args.out) for land in [*zoo(), *(held_out(s) for s in HELD_OUT_SEEDS)]]
     sets += [(land, args.unseen_out) for land in unseen()]
@@ -51,6 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     sets += [(land, args.reserve_out) for land in reserve()]
     sets += [(land, args.spare_out) for land in spare()]
     sets += [(land, args.sixth_out) for land in sixth()]
+    sets += [(land, args.seventh_out) for land in seventh()]
     for land, folder in sets:
         data = table_data(land)
         meta = {**data["meta"], "points": data["points"]}

@@ -11,12 +11,14 @@ quality = truth of the answer / true optimum; median and 10th percentile over se
     nice .venv/bin/python benchmarks/zoo_replay.py --set reserve    # ~3 min
     nice .venv/bin/python benchmarks/zoo_replay.py --set spare      # ~3 min
     nice .venv/bin/python benchmarks/zoo_replay.py --set sixth      # ~3 min
+    nice .venv/bin/python benchmarks/zoo_replay.py --set seventh    # ~3 min
 
 (50 seeds, every method, on 2 idle cores.) Landscapes: the measured 2-core table
 (benchmarks/data/tabular-grid.json.gz, truth = the mean of its repeats, noise = their CV) and
 the models in benchmarks/data/zoo/ (``heldout-*`` only with ``--set held-out`` or ``all``),
 benchmarks/data/zoo-unseen/, benchmarks/data/zoo-fresh/, benchmarks/data/zoo-reserve/,
-benchmarks/data/zoo-spare/ and benchmarks/data/zoo-sixth/ (the held-out sets).
+benchmarks/data/zoo-spare/, benchmarks/data/zoo-sixth/ and benchmarks/data/zoo-seventh/ (the
+held-out sets).
 Prints the zoo table (landscape x method x budget, median /
 10th percentile) and the targets, and writes Markdown, JSON and a plot to --out.
 """
@@ -50,14 +52,15 @@ FRESH = HERE / "data" / "zoo-fresh"
 RESERVE = HERE / "data" / "zoo-reserve"
 SPARE = HERE / "data" / "zoo-spare"
 SIXTH = HERE / "data" / "zoo-sixth"
-# the 2nd to 6th held-out sets
+SEVENTH = HERE / "data" / "zoo-seventh"
+# the 2nd to 7th held-out sets
 HELD_OUT_SETS = {"unseen": UNSEEN, "fresh": FRESH, "reserve": RESERVE, "spare": SPARE,
-                 "sixth": SIXTH}  # fmt: skip
+                 "sixth": SIXTH, "seventh": SEVENTH}  # fmt: skip
 # the files each set's replay writes (Markdown, JSON, plot)
 STEMS = {"design": "landscape-zoo", "held-out": "landscape-zoo-held-out",
          "unseen": "landscape-zoo-unseen", "fresh": "landscape-zoo-fresh",
          "reserve": "landscape-zoo-reserve", "spare": "landscape-zoo-spare",
-         "sixth": "landscape-zoo-sixth",
+         "sixth": "landscape-zoo-sixth", "seventh": "landscape-zoo-seventh",
          "all": "landscape-zoo-all"}  # fmt: skip
 BUDGETS = (6, 10, 14, 20, 40)
 TARGET_BUDGET, TARGET_MEDIAN, TARGET_P10 = 14, 0.97, 0.93
