@@ -22,7 +22,11 @@ What is known about DataLoader throughput, and how the search uses it:
 The default (``host_aware``) takes the host from the baselines: they are rules of thumb for
 this host's cores and GPUs, measured first, so the search starts at the worker count of the
 best of them (half the worker range without any), at the middle batch; a baseline that beats
-the search lends its workers and batch to the search's own settings. The search is noise-aware:
+the search lends its workers and batch to the search's own settings, and where those measure
+below it, the baseline with persistent workers is measured next: it tells whether the gap was
+the search's prefetch (or luck: the walk then keeps the baseline's prefetch with persistence)
+or persistence (the walk keeps the baseline's settings). A batch step that doubled the rate is
+followed by another batch step before the workers move. The search is noise-aware:
 a configuration it measured within :data:`NEAR` of the best may be the better one (one
 measurement each), so its major moves come before the best's minor ones.
 
@@ -80,6 +84,11 @@ FALLS = 0.20
 # workers' 20%, peak-20 (batch 32 at 0.8x of 16) went 92.5% -> 74% at budget 6; at 50%,
 # heldout-2304 (batch 32 at ~0.5x of 16, its peak among the workers) 76% -> 48%.
 FALLS_BATCH = 0.70
+# A batch step up that at least doubled the rate at the same workers outweighs any worker step:
+# the batch steps up again before the workers move (reserve-2337 of the zoo, 2.2x a step: 65%
+# of the optimum at budget 6 -> 79%, random search 71%). heldout-2303's steps, 1.3x, leave
+# the rule of stop 30 (one step, then the workers) in force.
+BATCH_LEAP = 2.0
 
 
 class StructuredStrategy(LadderSteps):
@@ -144,6 +153,13 @@ class StructuredStrategy(LadderSteps):
                                     CACHE, best.cache)  # fmt: skip
             if transplant is not None and transplant not in held:
                 return transplant
+            # The transplant measured below the baseline: the two differ in persistence and
+            # prefetch (and pinning), by luck or by the host (a deep queue spills a small
+            # /dev/shm; persistent workers grow). The baseline with the search's persistence
+            # and its own prefetch and pinning tells which, before the walk takes settings.
+            split = self._with(best, PERSIST, self.default_persistent)
+            if split is not None and split not in held:
+                return split
         # A move of the major knobs counts as measured when the same workers, batch and
         # persistence were measured with any prefetch_factor or pin_memory: those two move
         # the throughput little, so the search does not walk the major knobs again for each.
@@ -302,7 +318,7 @@ class StructuredStrategy(LadderSteps):
         shape = values if shape is None else shape
         batch_up = [m for m in self._coarse(best, B, up_first=True)
                     if m.batch_size > best.batch_size and not batch_known(m)]  # fmt: skip
-        if best.batch_size > self.start.batch_size:
+        if best.batch_size > self.start.batch_size and not self._batch_leaped(best, shape):
             # One step up from the start comes first; further steps wait until the workers
             # were walked at the new batch (stepping the batch three times before the workers
             # left heldout-2303's peak at 3 workers unseen at budget 6: 26% of its optimum in
@@ -347,6 +363,15 @@ class StructuredStrategy(LadderSteps):
         if head_only:  # the moves that matter most (a contender's, see next_config)
             return moves
         return moves + self._late_moves(best, known, values)
+
+    def _batch_leaped(self, best: LoaderConfig, shape: dict[LoaderConfig, float]) -> bool:
+        """Whether ``best``'s batch measured at least :data:`BATCH_LEAP` times the rate of the
+        ladder step below it at the same workers and settings: a batch that dominates every
+        other knob, so the batch steps up again before the workers move."""
+        below = [b for b in self.ladders[B] if b < best.batch_size][-1:]
+        lower = self._with(best, B, below[0]) if below else None
+        return bool(lower is not None and shape.get(lower, 0.0) > 0
+                    and shape.get(best, 0.0) >= BATCH_LEAP * shape[lower])  # fmt: skip
 
     def _late_moves(
         self,
