@@ -23,18 +23,7 @@ import sys
 from pathlib import Path
 
 from bench_tabular.grid import write_table
-from bench_tabular.zoo import (
-    HELD_OUT_SEEDS,
-    fresh,
-    held_out,
-    reserve,
-    seventh,
-    sixth,
-    spare,
-    table_data,
-    unseen,
-    zoo,
-)
+from bench_tabular.zoo import HELD_OUT_SEEDS, HELD_OUT_SETS, held_out, table_data, zoo
 
 HERE = Path(__file__).resolve().parent
 
@@ -42,20 +31,12 @@ HERE = Path(__file__).resolve().parent
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out", type=Path, default=HERE / "data" / "zoo")
-    p.add_argument("--unseen-out", type=Path, default=HERE / "data" / "zoo-unseen")
-    p.add_argument("--fresh-out", type=Path, default=HERE / "data" / "zoo-fresh")
-    p.add_argument("--reserve-out", type=Path, default=HERE / "data" / "zoo-reserve")
-    p.add_argument("--spare-out", type=Path, default=HERE / "data" / "zoo-spare")
-    p.add_argument("--sixth-out", type=Path, default=HERE / "data" / "zoo-sixth")
-    p.add_argument("--seventh-out", type=Path, default=HERE / "data" / "zoo-seventh")
+    for name in HELD_OUT_SETS:
+        p.add_argument(f"--{name}-out", type=Path, default=HERE / "data" / f"zoo-{name}")
     args = p.parse_args(argv)
     sets = [(land, args.out) for land in [*zoo(), *(held_out(s) for s in HELD_OUT_SEEDS)]]
-    sets += [(land, args.unseen_out) for land in unseen()]
-    sets += [(land, args.fresh_out) for land in fresh()]
-    sets += [(land, args.reserve_out) for land in reserve()]
-    sets += [(land, args.spare_out) for land in spare()]
-    sets += [(land, args.sixth_out) for land in sixth()]
-    sets += [(land, args.seventh_out) for land in seventh()]
+    for name, lands in HELD_OUT_SETS.items():
+        sets += [(land, getattr(args, f"{name}_out")) for land in lands()]
     for land, folder in sets:
         data = table_data(land)
         meta = {**data["meta"], "points": data["points"]}

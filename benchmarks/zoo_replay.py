@@ -35,6 +35,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench_tabular import zoo
 from bench_tabular.replay import (
     RANDOM,
     Method,
@@ -47,20 +48,11 @@ from bench_tabular.replay import (
 HERE = Path(__file__).resolve().parent
 MEASURED = HERE / "data" / "tabular-grid.json.gz"
 ZOO = HERE / "data" / "zoo"
-UNSEEN = HERE / "data" / "zoo-unseen"
-FRESH = HERE / "data" / "zoo-fresh"
-RESERVE = HERE / "data" / "zoo-reserve"
-SPARE = HERE / "data" / "zoo-spare"
-SIXTH = HERE / "data" / "zoo-sixth"
-SEVENTH = HERE / "data" / "zoo-seventh"
-# the 2nd to 7th held-out sets
-HELD_OUT_SETS = {"unseen": UNSEEN, "fresh": FRESH, "reserve": RESERVE, "spare": SPARE,
-                 "sixth": SIXTH, "seventh": SEVENTH}  # fmt: skip
+# the 2nd to 7th held-out sets' folders (bench_tabular.zoo.HELD_OUT_SETS)
+HELD_OUT_SETS = {name: HERE / "data" / f"zoo-{name}" for name in zoo.HELD_OUT_SETS}
 # the files each set's replay writes (Markdown, JSON, plot)
 STEMS = {"design": "landscape-zoo", "held-out": "landscape-zoo-held-out",
-         "unseen": "landscape-zoo-unseen", "fresh": "landscape-zoo-fresh",
-         "reserve": "landscape-zoo-reserve", "spare": "landscape-zoo-spare",
-         "sixth": "landscape-zoo-sixth", "seventh": "landscape-zoo-seventh",
+         **{name: f"landscape-zoo-{name}" for name in HELD_OUT_SETS},
          "all": "landscape-zoo-all"}  # fmt: skip
 BUDGETS = (6, 10, 14, 20, 40)
 TARGET_BUDGET, TARGET_MEDIAN, TARGET_P10 = 14, 0.97, 0.93

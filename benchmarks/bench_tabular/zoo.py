@@ -509,6 +509,14 @@ def seventh() -> list[Landscape]:
 
 SEVENTH_SEEDS = (2361, 2362, 2363, 2364, 2365, 2366, 2367, 2368)
 
+# The 2nd to 7th held-out sets, each written before one design change, in the order written:
+# name -> the landscapes (each set's tables in benchmarks/data/zoo-NAME/, its replay's pages
+# docs/benchmarks/landscape-zoo-NAME.*).
+HELD_OUT_SETS: dict[str, Callable[[], list[Landscape]]] = {
+    "unseen": unseen, "fresh": fresh, "reserve": reserve, "spare": spare, "sixth": sixth,
+    "seventh": seventh,
+}  # fmt: skip
+
 
 # -- tables ---------------------------------------------------------------------------------------
 

@@ -368,10 +368,10 @@ class StructuredStrategy(LadderSteps):
         """Whether ``best``'s batch measured at least :data:`BATCH_LEAP` times the rate of the
         ladder step below it at the same workers and settings: a batch that dominates every
         other knob, so the batch steps up again before the workers move."""
-        below = [b for b in self.ladders[B] if b < best.batch_size][-1:]
-        lower = self._with(best, B, below[0]) if below else None
-        return bool(lower is not None and shape.get(lower, 0.0) > 0
-                    and shape.get(best, 0.0) >= BATCH_LEAP * shape[lower])  # fmt: skip
+        lower = [m for m in self._coarse(best, B, up_first=False)
+                 if m.batch_size < best.batch_size]  # fmt: skip
+        rate = shape.get(lower[0], 0.0) if lower else 0.0
+        return rate > 0 and shape.get(best, 0.0) >= BATCH_LEAP * rate
 
     def _late_moves(
         self,
