@@ -9,9 +9,11 @@ final figures), into benchmarks/data/zoo-fresh/ the third (``fresh-*``, written 
 changes of stop 30, replayed only for their final figures), into benchmarks/data/zoo-reserve/
 the fourth (``reserve-*``, written before the changes of stop 31), into
 benchmarks/data/zoo-spare/ the fifth (``spare-*``, written before the changes of stop 32),
-into benchmarks/data/zoo-sixth/ the sixth (``sixth-*``, written before the changes of stop 33)
-and into benchmarks/data/zoo-seventh/ the seventh (``seventh-*``, written after the sixth's
-replay and before the change designed on it).
+into benchmarks/data/zoo-sixth/ the sixth (``sixth-*``, written before the changes of stop 33),
+into benchmarks/data/zoo-seventh/ the seventh (``seventh-*``, written after the sixth's
+replay and before the change designed on it) and into benchmarks/data/zoo-eighth/ the eighth
+(``eighth-*``, hosts whose memory is modelled, written before the memory-aware prefetch of stop
+34).
 
     .venv/bin/python benchmarks/make_zoo.py            # a few seconds
 """

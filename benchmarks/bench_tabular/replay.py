@@ -109,15 +109,16 @@ def _before_sampler(seed: int) -> optuna.samplers.BaseSampler:
         )
 
 
-def _sampler(method: Method, space: SearchSpace, seed: int, gpu: bool
-             ) -> optuna.samplers.BaseSampler:  # fmt: skip
+def _sampler(method: Method, space: SearchSpace, seed: int, gpu: bool,
+             inflight_images: float | None = None) -> optuna.samplers.BaseSampler:  # fmt: skip
     from loadersearch.search import make_sampler
 
     if method.sampler is None:
         return optuna.samplers.RandomSampler(seed=seed)
     if method.sampler == "tpe-before":
         return _before_sampler(seed)
-    return make_sampler(method.sampler, space, seed=seed, prefer_pin=gpu)
+    return make_sampler(method.sampler, space, seed=seed, prefer_pin=gpu,
+                        inflight_images=inflight_images)  # fmt: skip
 
 
 def _finished(study: optuna.Study) -> int:
@@ -163,6 +164,7 @@ def replay_seed(
     a CUDA host. ``settle``: one row only, at the largest budget as a cap, the study stopped
     once settled as ``loadersearch run`` stops it (:mod:`loadersearch.search._settle`); its
     ``trials`` say how many it used."""
+    from loadersearch.measure import host_inflight_budget
     from loadersearch.search import Objective, TrialCrash, enqueue_baselines, make_pruner, settled
 
     rng = random.Random(zlib.crc32(f"{method.name}:{seed}".encode()))
@@ -178,7 +180,10 @@ def replay_seed(
 
     study = optuna.create_study(
         storage=optuna.storages.InMemoryStorage(),
-        sampler=_sampler(method, space, seed, gpu),
+        # the host's memory as study.py bounds the default prefetch with it (the table's
+        # hardware: a model's /dev/shm and RAM, where it models them)
+        sampler=_sampler(method, space, seed, gpu,
+                         host_inflight_budget(hardware, workload, "cuda" if gpu else "cpu")),
         pruner=make_pruner(method.pruner, plan.n_windows),
         direction="maximize",
     )

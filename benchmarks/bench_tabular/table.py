@@ -3,7 +3,9 @@ measured repeats, drawn at random, with its windows and its time.
 
 * ``pin_memory`` has no effect without CUDA (the batches stay on the host; the ``pin`` subset of
   the table measures it): a pinned configuration is read from its unpinned twin.
-* A batch over the VRAM cap is infeasible, with the time its measurements took.
+* A batch over the VRAM cap is infeasible, with the time its measurements took; a model's point
+  of the grid may be infeasible too (``"infeasible": "shm_full"``: its queue exceeds /dev/shm;
+  the meta's ``shm_images`` says where, for the configurations between the grid's points).
 * A configuration between measured worker counts or prefetch factors (the space has every
   integer, the grid a ladder of them) is interpolated linearly between its two measured
   neighbours, repeat by repeat (the same repeat index on both sides, so the noise of a
@@ -134,6 +136,8 @@ class Table:
                               for _ in range(3)]  # fmt: skip
             elif p["group"] == "cap" and not got:  # a modelled batch over the cap
                 got = [Repeat("infeasible", "vram_cap", 0.0, 0.0, [], 0.0, 1.0, 1.5)]
+            elif "infeasible" in p and not got:  # a modelled point that fails (shm_full)
+                got = [Repeat("infeasible", p["infeasible"], 0.0, 0.0, [], 0.0, 1.0, 3.0)]
             if p["group"] == "grid":
                 repeats[config] = got
             elif p["group"] == "pin":
@@ -181,6 +185,10 @@ class Table:
         cap = self.cap_batch()
         if cap is not None and config.batch_size >= cap:
             return self.over_cap[cap]
+        limit = self.meta.get("shm_images")  # a model's /dev/shm, in images (zoo.py)
+        inflight = config.num_workers * (config.prefetch_factor or 0) * config.batch_size
+        if limit is not None and inflight > limit:  # between the grid's points too
+            return [Repeat("infeasible", "shm_full", 0.0, 0.0, [], 0.0, 1.0, 3.0)]
         if config.num_workers not in self.workers:
             return self._between(config, "num_workers", self.workers)
         if config.prefetch_factor not in self.prefetch:
@@ -200,6 +208,8 @@ class Table:
         for a, b in zip(low, high):  # noqa: B905 - as many as both have
             if a.status == OK and b.status == OK:
                 out.append(a.mix(b, t))
+            elif (a.status == OK) != (b.status == OK):  # the feasible side (shm_full beside)
+                out.append(a if a.status == OK else b)
             else:
                 out.append(a if t < 0.5 else b)
         return out
@@ -221,6 +231,8 @@ class Table:
             config = replace(config, pin_memory=False)
         if config in self.truth:
             return self.truth[config]
+        if any(r.status != OK for r in self.of(config)):
+            return 0.0, 0.0  # infeasible
         if not self.truth:
             ok = [r.objective for r in self.of(config) if r.status == OK]
             return statistics.mean(ok), coefficient_of_variation(ok)
@@ -232,6 +244,8 @@ class Table:
                 t = (value - lo) / (hi - lo)
                 a = self.model_point(_with(config, knob, lo))
                 b = self.model_point(_with(config, knob, hi))
+                if not a[0] or not b[0]:  # one side infeasible: the other's
+                    return a if a[0] else b
                 return (1 - t) * a[0] + t * b[0], (1 - t) * a[1] + t * b[1]
         raise KeyError(f"{config.label()} is outside the table")
 

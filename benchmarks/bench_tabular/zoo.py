@@ -35,6 +35,11 @@ from loadersearch import LoaderConfig
 Model = Callable[[LoaderConfig], float]
 
 DATASET = 2048  # images in the modelled full epoch (the objective's projection)
+IMG_SIZE = 416  # the modelled network input (where a landscape models memory)
+# One image as a worker sends it through /dev/shm: uint8 3 x 416 x 416 and its boxes
+# (loadersearch.measure._shm.batch_bytes for one image).
+IMAGE_BYTES = 3 * IMG_SIZE * IMG_SIZE + 512
+GIB = 2**30
 
 
 @dataclass(frozen=True)
@@ -54,6 +59,13 @@ class Landscape:
     noise: float = 0.04  # CV of one measurement
     held_out: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
+    # The host's memory, in the table's hardware as a run's probe records it (None: not
+    # modelled): /dev/shm's and RAM's size in bytes. With ``shm_bytes`` a configuration whose
+    # batches in flight (workers x prefetch x batch images of IMAGE_BYTES) exceed /dev/shm
+    # is infeasible (shm_full), as torch fails there.
+    shm_bytes: int | None = None
+    ram_bytes: int | None = None
+    shm_fails: bool = True  # False: the sizes recorded only (a model written before them)
 
     def worker_axis(self) -> tuple[int, ...]:
         return self.workers or tuple(range(0, min(2 * self.cpus, 32) + 1))
@@ -466,7 +478,7 @@ def sixth() -> list[Landscape]:
                   contention=0.3, fixed_ms=6.0, per_image_ms=0.9, best_batch=32,
                   batch_width=2.0, hide=0.2, pin_gain=0.05, s0=0.3, s1=0.04),
                   budget=1024.0, slope=0.25), cpus=16, physical=8, gpus=1, noise=0.05,
-                  held_out=True),
+                  held_out=True, shm_bytes=1 * GIB, ram_bytes=64 * GIB, shm_fails=False),
         Landscape("sixth-cpu-6-leak", "6 cores, no GPU, a peak near 5 workers, persistent "
                   "workers that grow (persistence a small loss at many workers), best batch 16",
                   memory_tight(server(cores=6, per_worker=20.0, knee=5.0, serial=15.0,
@@ -496,7 +508,8 @@ def seventh() -> list[Landscape]:
                   contention=0.35, fixed_ms=5.0, per_image_ms=0.7, best_batch=64,
                   batch_width=2.5, hide=0.25, pin_gain=0.05, s0=0.3, s1=0.05),
                   budget=2048.0, slope=0.12, leak=0.03, cores=12), cpus=12, physical=12,
-                  gpus=1, noise=0.05, held_out=True),
+                  gpus=1, noise=0.05, held_out=True, shm_bytes=8 * GIB, ram_bytes=16 * GIB,
+                  shm_fails=False),
         Landscape("seventh-pin-gpu-8", "8 cores (4 physical), 1 GPU behind a slow PCIe link: "
                   "pinning +12%, compute-bound from ~4 workers, best batch 32",
                   server(cores=8, per_worker=60.0, knee=8.0, serial=40.0, contention=0.3,
@@ -509,12 +522,60 @@ def seventh() -> list[Landscape]:
 
 SEVENTH_SEEDS = (2361, 2362, 2363, 2364, 2365, 2366, 2367, 2368)
 
-# The 2nd to 7th held-out sets, each written before one design change, in the order written:
+def eighth() -> list[Landscape]:
+    """The eighth held-out set (issue 23, stop 34): written before the memory-aware prefetch
+    default was designed, and replayed only for its final figures. Four hosts whose memory is
+    modelled as the table's hardware says it (/dev/shm and RAM sizes, as a run's probe records
+    them): two containers whose /dev/shm is too small for a deep queue at many workers (such
+    configurations fail, shm_full, as torch does), a small VM whose queue beyond a share of
+    its RAM swaps, and slow storage on a modest host where a deep queue is what pays (memory
+    says "small" there, but the queue fits). Each onset is the host's, not a share any search
+    was told of. Eight new seeds of the randomised family."""
+    lands = [
+        Landscape("eighth-shm-1g-16", "16 cores (8 physical), 1 GPU in a container run with "
+                  "--shm-size=1g: a queue beyond /dev/shm fails (shm_full), decode-bound to "
+                  "~12 workers, best batch 32",
+                  server(cores=16, per_worker=30.0, knee=12.0, serial=25.0, contention=0.3,
+                  fixed_ms=5.0, per_image_ms=0.8, best_batch=32, batch_width=2.2, hide=0.2,
+                  pin_gain=0.05, s0=0.3, s1=0.04), cpus=16, physical=8, gpus=1, noise=0.05,
+                  held_out=True, shm_bytes=1 * GIB, ram_bytes=64 * GIB),
+        Landscape("eighth-shm-4g-32", "32 cores (16 physical), 1 fast GPU, --shm-size=4g: "
+                  "the queue slows beyond 60% of /dev/shm (page reclaim) and fails beyond it, "
+                  "decode-bound to ~24 workers, best batch 64",
+                  memory_tight(server(cores=32, per_worker=40.0, knee=24.0, serial=30.0,
+                  contention=0.25, fixed_ms=4.0, per_image_ms=0.4, best_batch=64,
+                  batch_width=2.5, hide=0.15, pin_gain=0.04, s0=0.4, s1=0.03),
+                  budget=0.6 * 4 * GIB / IMAGE_BYTES, slope=0.3), cpus=32, physical=16,
+                  gpus=1, noise=0.05, held_out=True, shm_bytes=4 * GIB, ram_bytes=128 * GIB),
+        Landscape("eighth-ram-vm-8", "a cloud VM: 8 vCPUs (4 physical), no GPU, 8 GiB of RAM: "
+                  "a queue beyond 15% of RAM swaps, persistent workers grow a little, peak "
+                  "near 6 workers, best batch 64",
+                  memory_tight(server(cores=8, per_worker=22.0, knee=6.0, serial=18.0,
+                  contention=0.4, fixed_ms=6.0, per_image_ms=2.0, best_batch=64,
+                  batch_width=2.0, hide=0.12, pin_gain=0.0, s0=0.2, s1=0.03),
+                  budget=0.15 * 8 * GIB / IMAGE_BYTES, slope=0.35, leak=0.04, cores=8),
+                  cpus=8, physical=4, gpus=0, noise=0.05, held_out=True, shm_bytes=4 * GIB,
+                  ram_bytes=8 * GIB),
+        Landscape("eighth-nfs-16g-8", "8 cores, 1 GPU, 16 GiB of RAM, network storage (reads "
+                  "~40 ms): a deep queue hides the reads, the rate grows with workers past the "
+                  "cores; the queue slows only beyond half the RAM, best batch 32",
+                  memory_tight(server(cores=8, per_worker=1000.0 / 46.0, knee=40.0,
+                  serial=15.0, contention=0.02, fixed_ms=8.0, per_image_ms=1.2, best_batch=32,
+                  batch_width=2.5, hide=0.4, pin_gain=0.03, s0=0.3, s1=0.05),
+                  budget=0.5 * 16 * GIB / IMAGE_BYTES, slope=0.2), cpus=8, physical=8,
+                  gpus=1, noise=0.05, held_out=True, shm_bytes=8 * GIB, ram_bytes=16 * GIB),
+    ]  # fmt: skip
+    return lands + renamed_family("eighth", EIGHTH_SEEDS)
+
+
+EIGHTH_SEEDS = (2371, 2372, 2373, 2374, 2375, 2376, 2377, 2378)
+
+# The 2nd to 8th held-out sets, each written before one design change, in the order written:
 # name -> the landscapes (each set's tables in benchmarks/data/zoo-NAME/, its replay's pages
 # docs/benchmarks/landscape-zoo-NAME.*).
 HELD_OUT_SETS: dict[str, Callable[[], list[Landscape]]] = {
     "unseen": unseen, "fresh": fresh, "reserve": reserve, "spare": spare, "sixth": sixth,
-    "seventh": seventh,
+    "seventh": seventh, "eighth": eighth,
 }  # fmt: skip
 
 
@@ -533,8 +594,11 @@ def configs(land: Landscape) -> list[tuple[LoaderConfig, str]]:
                     out.append((LoaderConfig(0, b, pin), group))
                     continue
                 for pf in land.prefetch:
+                    full = (land.shm_bytes is not None and land.shm_fails and group == "grid"
+                            and w * pf * b * IMAGE_BYTES > land.shm_bytes)  # fmt: skip
                     for persist in (False, True):
-                        out.append((LoaderConfig(w, b, pin, pf, persist), group))
+                        out.append((LoaderConfig(w, b, pin, pf, persist),
+                                    "shm" if full else group))  # fmt: skip
     return out
 
 
@@ -545,10 +609,17 @@ def table_data(land: Landscape) -> dict[str, Any]:
         point: dict[str, Any] = {"config": config.to_dict(), "group": group}
         if group == "grid":
             point.update(truth=round(land.model(config), 4), noise=land.noise)
+        elif group == "shm":  # a point of the grid that fails: /dev/shm is too small
+            point.update(group="grid", infeasible="shm_full")
         points.append(point)
     hardware = {"host": land.name, "cpu_model": "model", "cpu_count": land.cpus,
                 "physical_cores": land.physical, "gpu_count": land.gpus,
                 "gpu_model": "modelled GPU" if land.gpus else None}  # fmt: skip
+    workload: dict[str, Any] = {"kind": "emulated"}
+    if land.shm_bytes is not None or land.ram_bytes is not None:
+        hardware.update(shm_bytes=land.shm_bytes, ram_bytes=land.ram_bytes)
+        workload["img_size"] = IMG_SIZE
+    shm_images = land.shm_bytes / IMAGE_BYTES if land.shm_bytes and land.shm_fails else None
     meta = {
         "command": "benchmarks/make_zoo.py",
         "machine": f"MODEL {land.name}: {land.about}",
@@ -557,7 +628,7 @@ def table_data(land: Landscape) -> dict[str, Any]:
         "held_out": land.held_out,
         "gpu": bool(land.gpus),
         "hardware": hardware,
-        "workload": {"kind": "emulated"},
+        "workload": workload,
         "workload_desc": f"a model ({land.about})",
         "plan": {
             "epochs": 2,
@@ -568,11 +639,14 @@ def table_data(land: Landscape) -> dict[str, Any]:
         },  # fmt: skip
         "plan_desc": "modelled: 4 windows a measurement",
         "dataset_len": DATASET,
+        **({"shm_images": round(shm_images, 1)} if shm_images is not None else {}),
         "grid_desc": (
             f"num_workers {min(land.worker_axis())}..{max(land.worker_axis())} x "
             f"batch_size {list(land.batches)} x prefetch_factor {list(land.prefetch)}"
             f" x persistent_workers x pin_memory {'{F,T}' if land.gpus else '{F}'}"
             + (f"; over the VRAM cap: batch {list(land.cap_batches)}" if land.cap_batches else "")
+            + ("; /dev/shm too small (shm_full) where workers x prefetch x batch x "
+               f"{IMAGE_BYTES} B > {land.shm_bytes} B" if shm_images is not None else "")
         ),  # fmt: skip
     }
     return {"meta": meta, "points": points, "measurements": []}

@@ -80,8 +80,11 @@ def run(spec_file: str | None, quiet: bool, no_wait: bool, **opts: Any) -> None:
 
     A configuration that runs out of /dev/shm (a container's default 64 MiB) is infeasible
     (shm_full) and the search goes on; the run says at the start what the largest
-    configuration needs there. A trial measured while other processes used at least
-    LOADERSEARCH_BUSY_SHARE (0.25) of the CPUs is measured again, or marked unreliable.
+    configuration needs there. Where memory is short the default search starts each
+    configuration at the deepest prefetch_factor whose batches in flight fit half of /dev/shm
+    and a tenth of the RAM (it says so), and tries deeper ones late. A trial measured while
+    other processes used at least LOADERSEARCH_BUSY_SHARE (0.25) of the CPUs is measured
+    again, or marked unreliable.
 
     \b
     Your own pipeline instead of YOLOv4-tiny (run where mypkg/ is):

@@ -44,6 +44,7 @@ from loadersearch.measure._result import (
     Window,
 )
 from loadersearch.measure._runner import measure
+from loadersearch.measure._shm import host_inflight_budget
 
 __all__ = [
     "pagecache",
@@ -72,6 +73,7 @@ __all__ = [
     "classify_exception",
     "coefficient_of_variation",
     "full_epoch_images",
+    "host_inflight_budget",
     "main",
     "measure",
     "paste_lines",

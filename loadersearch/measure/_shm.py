@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from loadersearch._units import fmt_bytes
 
@@ -79,6 +79,44 @@ def inflight_bytes(one_batch: int, num_workers: int, prefetch_factor: int | None
     if num_workers <= 0:
         return 0
     return one_batch * num_workers * (prefetch_factor or DEFAULT_PREFETCH)
+
+
+# The shares of the host's memory a configuration's batches in flight may take before the
+# search starts it at a shallower prefetch_factor (inflight_budget): half of /dev/shm (the
+# rest holds the batches the training process took, the pin-memory thread's and other
+# processes' files; beyond it torch fails) and a tenth of the RAM (/dev/shm is RAM too, and
+# the dataset's copies in the workers, the model and the page cache need the rest: a queue
+# that pushes them out swaps). A deep queue gains a few percent where reads vary; a
+# shallower one costs nothing where it fits.
+SHM_SHARE = 0.5
+RAM_SHARE = 0.1
+
+
+def inflight_budget(shm_bytes: int | None, ram_bytes: int | None, image_bytes: int | None,
+                    ranks: int = 1) -> float | None:  # fmt: skip
+    """The images one rank's DataLoader may hold in flight (``workers x prefetch x batch``)
+    on a host with ``shm_bytes`` of /dev/shm and ``ram_bytes`` of RAM (the hardware probe's),
+    for images of ``image_bytes`` (:func:`batch_bytes` of one) shared by ``ranks`` ranks:
+    :data:`SHM_SHARE` of /dev/shm and :data:`RAM_SHARE` of the RAM, the smaller. None where
+    the image's size or both memories are unknown."""
+    shares = [share * size for share, size in ((SHM_SHARE, shm_bytes), (RAM_SHARE, ram_bytes))
+              if size]  # fmt: skip
+    if not image_bytes or not shares:
+        return None
+    return min(shares) / image_bytes / max(1, ranks)
+
+
+def host_inflight_budget(hardware: Any, spec: WorkloadSpec, device_type: str) -> float | None:
+    """:func:`inflight_budget` for ``spec``'s images on ``hardware`` (a
+    :class:`~loadersearch._hardware.Hardware`: its /dev/shm and RAM), per rank of ``spec``;
+    None for a pipeline of your own (its batches' size is unknown before a measurement)."""
+    from loadersearch.workload import resolve_img_size
+
+    if spec.pipeline is not None:
+        return None
+    img_size = resolve_img_size(spec.kind, device_type, spec.img_size)
+    return inflight_budget(hardware.shm_bytes, hardware.ram_bytes,
+                           batch_bytes(spec, 1, img_size), spec.gpus)  # fmt: skip
 
 
 def shm_warning(space: ShmSpace | None, need: int | None, what: str) -> str | None:

@@ -39,6 +39,10 @@ class LadderSteps:
     ladders: dict[str, list[int]]  # the coarse steps of workers, batch and prefetch
     pin: bool
     default_prefetch: int
+    # Images the host's memory holds in flight (workers x prefetch x batch) without strain, or
+    # None (ample or unknown): the default prefetch is the deepest rung of its ladder that
+    # fits (:meth:`_prefetch_for`).
+    inflight_images: float | None = None
     default_persistent: bool
     default_cache: Any
     _configs: list[LoaderConfig] | None
@@ -167,6 +171,17 @@ class LadderSteps:
 
     # -- configurations ------------------------------------------------------------------------
 
+    def _prefetch_for(self, workers: int, batch: int) -> int:
+        """The default prefetch_factor at ``workers`` x ``batch``: :attr:`default_prefetch`,
+        or where the host's memory bounds the images in flight (:attr:`inflight_images`),
+        the deepest rung of the prefetch ladder at or below it whose queue fits (the
+        shallowest where none does: the queue is then as small as the space allows)."""
+        if self.inflight_images is None or workers <= 0:
+            return self.default_prefetch
+        fits = [pf for pf in self.ladders[PF]
+                if pf <= self.default_prefetch and workers * pf * batch <= self.inflight_images]
+        return max(fits, default=self.ladders[PF][0])  # fmt: skip
+
     def _config(self, workers: int, batch: int, pin: bool, prefetch: int | None = None,
                 persistent: bool | None = None, cache: Any = ...) -> LoaderConfig:  # fmt: skip
         cache = self.default_cache if cache is ... else cache
@@ -176,18 +191,22 @@ class LadderSteps:
             workers,
             batch,
             pin,
-            self.default_prefetch if prefetch is None else prefetch,
+            self._prefetch_for(workers, batch) if prefetch is None else prefetch,
             self.default_persistent if persistent is None else persistent,
             cache=cache,
         )
 
     def _with(self, config: LoaderConfig, knob: str, value: Any) -> LoaderConfig | None:
         """``config`` with one knob changed; None where the knob does not apply (prefetch or
-        persistence without workers)."""
+        persistence without workers). A move of the workers or the batch from a configuration
+        at its default prefetch lands at the default prefetch there (where memory bounds the
+        queue, the default follows the workers and the batch)."""
         w, b, pin = config.num_workers, config.batch_size, config.pin_memory
         pf, persist, cache = config.prefetch_factor, config.persistent_workers, config.cache
         if knob in (PF, PERSIST) and w == 0:
             return None
+        if knob in (W, B) and w and pf == self._prefetch_for(w, b):
+            pf = None  # the default follows
         if knob == W:
             if w == 0:  # workers appear: their knobs take the defaults
                 return self._config(value, b, pin, cache=cache)

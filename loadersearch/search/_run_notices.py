@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from loadersearch._hardware import Hardware
     from loadersearch.measure import Prepared
     from loadersearch.search._settings import StudySettings
+    from loadersearch.search._space import SearchSpace
 
 CPU_NOTICE = (
     "No GPU here: measuring real YOLOv4-tiny training on the CPU, where the model, not the "
@@ -53,3 +54,23 @@ def notices(
 def run_cpu_budget(settings: StudySettings, hardware: Hardware) -> CpuBudget:
     """The CPUs this run's measurements may use, shared by its ``--gpus`` ranks."""
     return CpuBudget.of(hardware, settings.workload.gpus, "--gpus")
+
+
+def memory_notice(budget: float | None, space: SearchSpace, hardware: Hardware) -> str | None:
+    """One line where the host's memory bounds the structured search's default prefetch
+    (:func:`~loadersearch.measure._shm.inflight_budget`): the space's largest queue at its
+    deepest prefetch does not fit; None where it does (or the bound is unknown)."""
+    from loadersearch._units import fmt_bytes
+
+    deepest = space.prefetch_factor[1]
+    largest = space.num_workers[1] * deepest * space.batch_choices()[-1]
+    if budget is None or largest <= budget:
+        return None
+    sizes = ", ".join(f"{what} {fmt_bytes(size)}" for what, size in
+                      (("/dev/shm", hardware.shm_bytes), ("RAM", hardware.ram_bytes)) if size)
+    return (
+        f"Memory ({sizes}): the batches in flight (workers x prefetch_factor x batch) are "
+        f"kept to about {budget:,.0f} images (half of /dev/shm, a tenth of the RAM), so the "
+        f"search starts each configuration at the deepest prefetch_factor that fits (up to "
+        f"{deepest}) and tries deeper ones later."
+    )  # fmt: skip

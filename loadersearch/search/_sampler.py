@@ -237,12 +237,19 @@ def make_sampler(
     seed: int | None = None,
     prefer_pin: bool = False,
     n_startup: int | None = None,
+    inflight_images: float | None = None,
 ) -> CandidateSampler:
     """The study's sampler: strategy ``name`` (one of :data:`SAMPLERS`) over ``space``.
-    ``prefer_pin``: start the structured search with pinned memory (a CUDA device is used)."""
+    ``prefer_pin``: start the structured search with pinned memory (a CUDA device is used).
+    ``inflight_images``: the images the host's memory holds in flight
+    (:func:`~loadersearch.measure._shm.host_inflight_budget`), which bounds the structured
+    search's default prefetch; None: unbounded."""
     if name in ("structured", CLASSIC):
         strategy: Strategy = StructuredStrategy(
-            space, prefer_pin=prefer_pin, host_aware=name != CLASSIC
+            space,
+            prefer_pin=prefer_pin,
+            host_aware=name != CLASSIC,
+            inflight_images=inflight_images if name != CLASSIC else None,
         )
     elif name == "tpe":
         with warnings.catch_warnings():

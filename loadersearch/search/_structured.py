@@ -18,6 +18,10 @@ What is known about DataLoader throughput, and how the search uses it:
 * ``persistent_workers`` removes the per-epoch worker start, and a deep ``prefetch_factor``
   hides the spread of reads: both start on (the deepest prefetch of the range) and are checked
   off late; ``pin_memory`` is on with a CUDA device, toggled late, and not at all without one.
+  Where the host's memory is short (a container's small /dev/shm, a VM's RAM: the batches in
+  flight, ``workers x prefetch x batch`` images, live in both), the default prefetch is the
+  deepest rung of its ladder whose queue fits the bound :func:`inflight_budget` takes from the
+  host, and it follows the workers and the batch as they move.
 
 The default (``host_aware``) takes the host from the baselines: they are rules of thumb for
 this host's cores and GPUs, measured first, so the search starts at the worker count of the
@@ -97,9 +101,16 @@ class StructuredStrategy(LadderSteps):
     name = "structured"
 
     def __init__(
-        self, space: SearchSpace, *, prefer_pin: bool = False, host_aware: bool = False
+        self,
+        space: SearchSpace,
+        *,
+        prefer_pin: bool = False,
+        host_aware: bool = False,
+        inflight_images: float | None = None,
     ) -> None:
         self.space = space
+        # The images the host's memory holds in flight (:func:`inflight_budget`), or None.
+        self.inflight_images = inflight_images
         # host_aware: the default, the search of issue 23 (docs/benchmarks/landscape-zoo.md);
         # without it the search before (structured-classic in the benchmarks)
         self.classic = not host_aware

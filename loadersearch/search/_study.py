@@ -48,7 +48,7 @@ from loadersearch.search._opening import (
     study_name_of,
 )
 from loadersearch.search._progress import Progress
-from loadersearch.search._run_notices import notices, run_cpu_budget
+from loadersearch.search._run_notices import memory_notice, notices, run_cpu_budget
 from loadersearch.search._settings import StudySettings
 from loadersearch.search._settle import SETTLE_ATTR, settle_check
 from loadersearch.search._space import SearchSpace
@@ -316,9 +316,15 @@ def _set_up(
             probed=probed,
         )
         space = bounded_space(settings.space, probe)
+        from loadersearch.measure import host_inflight_budget
         from loadersearch.search._sampler import make_sampler  # imports optuna
 
-        study.sampler = make_sampler(settings.sampler, space, seed=settings.seed, prefer_pin=gpu)
+        budget = host_inflight_budget(hardware, settings.workload, ready.device_type)
+        study.sampler = make_sampler(settings.sampler, space, seed=settings.seed,
+                                     prefer_pin=gpu, inflight_images=budget)  # fmt: skip
+        memory = memory_notice(budget, space, hardware)
+        if memory and settings.sampler == "structured":
+            progress.notice(memory)
         if create and study.user_attrs.get("sampler") != settings.sampler:
             study.set_user_attr("sampler", settings.sampler)  # the one workers use
         if create and study.user_attrs.get(SETTLE_ATTR, True) != settings.settle:

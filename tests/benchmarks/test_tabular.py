@@ -111,6 +111,41 @@ def test_a_model_table_answers_with_its_truth_interpolated_between_its_points() 
     ]
 
 
+def test_a_queue_beyond_a_models_dev_shm_is_infeasible_between_its_points_too(
+    tmp_path: Path,
+) -> None:
+    """A model host with /dev/shm for 100 images of 416 px (zoo.py's ``shm_bytes``): a point
+    whose workers x prefetch x batch exceeds it fails (shm_full), so does a configuration
+    between the grid's points beyond it, and one within it between a feasible and a failing
+    point reads the feasible side; the table's hardware and workload say the sizes, so the
+    replay bounds the search's queue as a run does (half of /dev/shm: 50 images)."""
+    import random
+
+    from bench_tabular.grid import write_table
+    from bench_tabular.replay import setup
+    from bench_tabular.zoo import IMAGE_BYTES, Landscape, table_data
+
+    from loadersearch.measure import host_inflight_budget
+
+    land = Landscape("t", "a test model", lambda c: 100.0 + c.num_workers, cpus=2, physical=2,
+                     workers=(0, 1, 2, 4), batches=(8, 16), prefetch=(1, 2, 4, 8), noise=0.05,
+                     shm_bytes=100 * IMAGE_BYTES, ram_bytes=2**40)  # fmt: skip
+    data = table_data(land)
+    failing = {LoaderConfig.from_dict(p["config"]).label() for p in data["points"]
+               if p.get("infeasible") == "shm_full"}  # fmt: skip
+    assert "w2 b16 pf4 persist" in failing and "w2 b16 pf2 persist" not in failing
+    table = Table.from_data(data)
+    assert table.true_value(LoaderConfig(2, 16, False, 4, True)) == 0.0  # 128 images > 100
+    assert table.fresh(LoaderConfig(2, 16, False, 4, True), random.Random(0)).reason == "shm_full"
+    assert table.true_value(LoaderConfig(3, 16, False, 4, True)) == 0.0  # between, 192 > 100
+    assert table.true_value(LoaderConfig(3, 16, False, 2, True)) == 102.0  # 96: w2's side
+    assert table.true_value(LoaderConfig(2, 16, False, 2, True)) == 102.0
+    assert table.optimum()[1] == 104.0  # 4 workers at a queue that fits (4 x 2 x 8)
+    path = write_table(tmp_path / "t.json.gz", {**data["meta"], "points": data["points"]}, [])
+    s = setup(path)
+    assert host_inflight_budget(s["hardware"], s["workload"], "cuda") == pytest.approx(50.0)
+
+
 def test_a_gpu_table_keeps_pinned_configurations_their_own_values() -> None:
     table = _model_table(gpus=1)
     assert table.true_value(LoaderConfig(2, 8, True, 2, True)) == 125.0

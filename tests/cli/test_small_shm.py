@@ -53,3 +53,37 @@ def test_a_study_under_a_1_mib_dev_shm_finishes_with_a_configuration_that_works_
     assert "the largest configuration (2 workers x batch 16 x prefetch 8) needs about" in out
     assert "infeasible (shm_full)" in out  # the baselines with workers
     assert "num_workers=0" in out.split("Paste into your training code:")[1]
+
+
+def test_under_a_32_mib_dev_shm_the_search_starts_its_configurations_at_a_queue_that_fits(
+    tmp_path, tiny_dataset
+):
+    """A container's /dev/shm of 32 MiB at 256 px (a batch of 16: 3 MiB): the run says that
+    memory bounds the queue (half of /dev/shm: ~85 images in flight) and the search's own
+    configurations take the deepest prefetch that fits (2 at 2 workers x batch 16, 4 at 1,
+    where the default 8 would need 50 MiB or 25 MiB): every one of them measures."""
+    import optuna
+
+    skip_without_private_mounts()
+    db = tmp_path / "s.db"
+    done = under_small_shm(
+        "32m", [sys.executable, "-m", "loadersearch", "run", "--workload", "emulated",
+                "--emulated-ms", "1,0.1", "--data", tiny_dataset, "--storage",
+                f"sqlite:///{db}", "--study", "shm", "--trials", "5", "--space",
+                "batch_size=16:16", "--space", "num_workers=0:2", "--confirm-rounds", "0",
+                "--no-probe", "--no-settle", *PLAN],
+        env=cli_env(tmp_path), timeout=600,
+    )  # fmt: skip
+    out = done.stdout + done.stderr
+    assert done.returncode == 0, out
+    assert "Traceback" not in out
+    assert "Memory (/dev/shm 32.0 MiB" in out and "about 85 images" in out, out
+    study = optuna.load_study(study_name="shm", storage=f"sqlite:///{db}")
+    own = [t for t in study.trials if not t.user_attrs.get("baseline")]
+    assert own, [t.params for t in study.trials]
+    for t in own:
+        workers = t.params.get("num_workers", 0)
+        if workers:
+            assert workers * t.params["prefetch_factor"] * 16 <= 85, t.params
+        assert t.state == optuna.trial.TrialState.COMPLETE, (t.params, t.user_attrs)
+    assert any(t.params.get("num_workers") == 2 for t in own), [t.params for t in own]

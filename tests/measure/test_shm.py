@@ -6,12 +6,15 @@ from __future__ import annotations
 import json
 import sys
 
+import pytest
 from helpers.small_shm import skip_without_private_mounts, under_small_shm
 
 from loadersearch.measure._shm import (
     ShmSpace,
     batch_bytes,
     check_shm,
+    host_inflight_budget,
+    inflight_budget,
     inflight_bytes,
     shm_space,
     shm_warning,
@@ -43,6 +46,25 @@ def test_a_built_in_batch_is_its_uint8_images_and_boxes():
     none = check_shm(spec, "cuda", num_workers=0, batch_size=16, prefetch_factor=None)
     assert none.need_bytes == 0
     assert none.line().endswith("this configuration (no workers) needs none")
+
+
+def test_the_queue_the_search_allows_is_half_of_dev_shm_or_a_tenth_of_ram_per_rank():
+    from loadersearch._hardware import Hardware
+
+    GiB = 2**30
+    image = 3 * 416 * 416 + 512
+    # a container's 1 GiB /dev/shm on a 64 GiB host: /dev/shm decides (~1,033 images)
+    assert inflight_budget(GiB, 64 * GiB, image) == pytest.approx(0.5 * GiB / image)
+    # a VM's 8 GiB of RAM with a 4 GiB /dev/shm: the RAM's tenth decides
+    assert inflight_budget(4 * GiB, 8 * GiB, image) == pytest.approx(0.1 * 8 * GiB / image)
+    assert inflight_budget(GiB, None, image, ranks=2) == pytest.approx(0.25 * GiB / image)
+    assert inflight_budget(None, None, image) is None  # nothing known: no bound
+    assert inflight_budget(GiB, GiB, None) is None  # a pipeline's batches: unknown size
+    host = Hardware(shm_bytes=GiB, ram_bytes=64 * GiB)
+    spec = WorkloadSpec(kind="loader")  # 416 px on CUDA and for the loader on a CPU
+    assert host_inflight_budget(host, spec, "cuda") == pytest.approx(0.5 * GiB / image)
+    train = WorkloadSpec(kind="train")  # 128 px on a CPU: ~10x the images
+    assert host_inflight_budget(host, train, "cpu") > 9 * host_inflight_budget(host, spec, "cpu")
 
 
 def test_the_warning_names_the_need_the_space_and_the_fix():

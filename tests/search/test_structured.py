@@ -145,6 +145,65 @@ def test_after_one_batch_step_up_the_workers_come_before_the_next() -> None:
                                                              (32, 128)]  # fmt: skip
 
 
+def test_where_memory_bounds_the_queue_the_default_prefetch_fits_and_follows_the_moves() -> None:
+    """A host whose memory holds 1,100 images in flight (a container's /dev/shm of 1 GiB at
+    416 px: :func:`inflight_budget`): the start (16 workers x batch 32) takes the deepest
+    prefetch rung whose queue fits (2: 1,024 images; 4 would be 2,048), a move of the workers
+    or the batch takes the default there, and a prefetch the search moved itself stays put.
+    Without a bound nothing changes: the deepest prefetch everywhere."""
+    strategy = StructuredStrategy(SPACE, host_aware=True, inflight_images=1100.0)
+    start = strategy.next_config([])
+    assert start == LoaderConfig(16, 32, False, 2, True)
+    assert strategy._with(start, "num_workers", 4) == LoaderConfig(4, 32, False, 8, True)
+    assert strategy._with(start, "batch_size", 64) == LoaderConfig(16, 64, False, 1, True)
+    assert strategy._with(start, "num_workers", 32) == LoaderConfig(32, 32, False, 1, True)
+    moved = LoaderConfig(4, 32, False, 4, True)  # prefetch 4 where 8 fits: the search's move
+    assert strategy._with(moved, "num_workers", 2) == LoaderConfig(2, 32, False, 4, True)
+    assert HOST(SPACE).next_config([]) == LoaderConfig(16, 32, False, 8, True)
+    unbounded = StructuredStrategy(SPACE, host_aware=True, inflight_images=None)
+    assert unbounded._with(start, "num_workers", 32) == LoaderConfig(32, 32, False, 2, True)
+
+
+def shm_limited(peak: int, shm_images: float) -> Callable[[LoaderConfig], float | None]:
+    """:func:`peaked` on a host whose /dev/shm holds ``shm_images`` images: a deeper queue
+    fails (None: infeasible, as torch fails with shm_full)."""
+    f = peaked(peak, best_batch=32)
+
+    def g(c: LoaderConfig) -> float | None:
+        if c.num_workers * (c.prefetch_factor or 0) * c.batch_size > shm_images:
+            return None
+        return f(c)
+
+    return g
+
+
+@pytest.mark.parametrize("peak", [6, 12, 24])
+def test_with_a_small_shm_the_bounded_search_wastes_fewer_trials_on_queues_that_fail(
+    peak: int,
+) -> None:
+    """On a host whose /dev/shm holds 2,066 images (1 GiB at 416 px), the search told the
+    bound (half of it, :data:`~loadersearch.measure._shm.SHM_SHARE`) runs no configuration
+    that fails in its first 14 trials and finds the optimum's workers; the search without it
+    loses trials to shm_full from the start (16 workers x batch 32 x prefetch 8 = 4,096)."""
+    g = shm_limited(peak, 2066.0)
+
+    def run(strategy: StructuredStrategy) -> list[Observation]:
+        observed: list[Observation] = []
+        for _ in range(14):
+            config = strategy.next_config(observed)
+            value = g(config)
+            state = INFEASIBLE if value is None else COMPLETE
+            observed.append(Observation(len(observed), config, state, value or 0.0, False))
+        return observed
+
+    bounded = run(StructuredStrategy(SPACE, host_aware=True, inflight_images=1033.0))
+    assert all(o.state == COMPLETE for o in bounded)
+    best = max(bounded, key=lambda o: o.value).config
+    assert abs(best.num_workers - peak) <= peak // 4
+    unbounded = run(HOST(SPACE))
+    assert sum(o.state == INFEASIBLE for o in unbounded) >= 1
+
+
 def baseline(i: int, workers: int, value: float) -> Observation:
     config = LoaderConfig(workers, 16, False, 2, False) if workers else LoaderConfig(0, 16)
     return Observation(i, config, COMPLETE, value, True)
