@@ -11,9 +11,9 @@ the fourth (``reserve-*``, written before the changes of stop 31), into
 benchmarks/data/zoo-spare/ the fifth (``spare-*``, written before the changes of stop 32),
 into benchmarks/data/zoo-sixth/ the sixth (``sixth-*``, written before the changes of stop 33),
 into benchmarks/data/zoo-seventh/ the seventh (``seventh-*``, written after the sixth's
-replay and before the change designed on it) and into benchmarks/data/zoo-eighth/ the eighth
+replay and before the change designed on it), into benchmarks/data/zoo-eighth/ the eighth
 (``eighth-*``, hosts whose memory is modelled, written before the memory-aware prefetch of stop
-34).
+34) and into benchmarks/data/zoo-ninth/ the ninth (``ninth-*``, written after its second form).
 
     .venv/bin/python benchmarks/make_zoo.py            # a few seconds
 """

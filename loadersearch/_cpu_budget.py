@@ -273,6 +273,32 @@ def cpu_quota(*, cgroup_root: str | None = None, proc: str = "/proc") -> tuple[f
     return min(found, default=None)
 
 
+def memory_limit(*, cgroup_root: str | None = None, proc: str = "/proc") -> int | None:
+    """This process's cgroup memory limit in bytes (a container's ``--memory``, a pod's
+    limit), the tightest of its cgroup's and every ancestor's; None without one. cgroup v2
+    ``memory.max`` in the unified hierarchy (or under ``cgroup_root``), the v1 ``memory``
+    controller's ``memory.limit_in_bytes`` (a value near 2**63 there means none)."""
+    paths = _cgroup_paths(os.path.join(proc, "self", "cgroup"))
+    files: list[str] = []
+    if cgroup_root is not None:
+        dirs = _cgroup_dirs(cgroup_root, "/", paths.get("", "/"))
+        files += [os.path.join(d, "memory.max") for d in dirs]
+    else:
+        for root, point, fstype, options in _mounts(os.path.join(proc, "self", "mountinfo")):
+            if fstype == "cgroup2" and "" in paths:
+                dirs = _cgroup_dirs(point, root, paths[""])
+                files += [os.path.join(d, "memory.max") for d in dirs]
+            elif fstype == "cgroup" and "memory" in options.split(",") and "memory" in paths:
+                dirs = _cgroup_dirs(point, root, paths["memory"])
+                files += [os.path.join(d, "memory.limit_in_bytes") for d in dirs]
+    limits = []
+    for path in files:
+        text = _read(path)
+        if text and text.isdigit() and 0 < int(text) < 2**60:
+            limits.append(int(text))
+    return min(limits, default=None)
+
+
 def _mounts(mountinfo: str) -> list[tuple[str, str, str, str]]:
     """(root in its hierarchy, mount point, file system type, super options) per mount."""
     out = []

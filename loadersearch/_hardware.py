@@ -18,7 +18,7 @@ import socket
 from dataclasses import dataclass
 from typing import Any
 
-from loadersearch._cpu_budget import _cpu_limits, _physical_cores
+from loadersearch._cpu_budget import _cpu_limits, _physical_cores, memory_limit
 from loadersearch.errors import StudyError
 
 _logger = logging.getLogger(__name__)
@@ -30,6 +30,7 @@ INFORMATIONAL_KEYS = (
     "cpu_model",
     "physical_cores",
     "ram_bytes",
+    "memory_limit_bytes",
     "shm_bytes",
     "gpu_memory_bytes",
     "nvidia_driver",
@@ -243,6 +244,9 @@ class Hardware:
     usable_cores: int | None = None
     cpu_limit: str | None = None  # what limits usable_cpus, in words (None: nothing)
     ram_bytes: int | None = None
+    # this process's cgroup memory limit where it has one (a container's --memory), which
+    # the RAM's size (the host's) does not show
+    memory_limit_bytes: int | None = None
     shm_bytes: int | None = None  # size of /dev/shm (64 MiB in a default Docker container)
     # The devices CUDA_VISIBLE_DEVICES lets this process see (a MIG slice is named as such, e.g.
     # "NVIDIA A100-SXM4-40GB MIG 1g.5gb"): the first one's name and memory, and how many.
@@ -283,6 +287,7 @@ def fingerprint() -> Hardware:
         usable_cores=cores,
         cpu_limit=limit,
         ram_bytes=ram,
+        memory_limit_bytes=memory_limit(),
         shm_bytes=_shm_bytes(),
         gpu_model=gpus[0].name if gpus else None,
         gpu_memory_bytes=gpus[0].memory_bytes if gpus else None,

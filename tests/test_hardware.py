@@ -388,3 +388,27 @@ def test_a_fingerprint_records_the_budget_and_a_smaller_one_is_refused():
         check_compatible(stored, fp, allow_mixed=False)
     older = {k: v for k, v in fp.to_dict().items() if k != "usable_cpus"}
     assert check_compatible(older, fp, allow_mixed=False) == []
+
+
+def test_the_tightest_cgroup_memory_limit_counts_and_max_is_none(tmp_path):
+    """A container's memory limit (cgroup v2 memory.max), which the RAM's size does not show:
+    the tightest on the path up from the process's cgroup; "max" everywhere is no limit. The
+    search's queue bound takes it where it is below the RAM."""
+    from loadersearch._cpu_budget import memory_limit
+    from loadersearch.measure import host_inflight_budget
+    from loadersearch.workload import WorkloadSpec
+
+    GiB = 2**30
+    root = _cgroup(tmp_path, {"memory.max": "max", "job/memory.max": str(8 * GiB),
+                              "job/step/memory.max": "max"})  # fmt: skip
+    proc = _fake_proc(tmp_path, cgroup="0::/job/step\n")
+    assert memory_limit(cgroup_root=root, proc=proc) == 8 * GiB
+    (tmp_path / "free").mkdir()
+    free = _cgroup(tmp_path / "free", {"memory.max": "max"})
+    assert memory_limit(cgroup_root=free, proc=proc) is None
+    spec = WorkloadSpec(kind="loader")
+    pod = Hardware(ram_bytes=256 * GiB, memory_limit_bytes=8 * GiB, shm_bytes=128 * GiB)
+    node = Hardware(ram_bytes=256 * GiB, shm_bytes=128 * GiB)
+    image = 3 * 416 * 416 + 512
+    assert host_inflight_budget(pod, spec, "cuda") == pytest.approx(0.1 * 8 * GiB / image)
+    assert host_inflight_budget(node, spec, "cuda") == pytest.approx(0.1 * 256 * GiB / image)

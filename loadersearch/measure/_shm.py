@@ -108,14 +108,16 @@ def inflight_budget(shm_bytes: int | None, ram_bytes: int | None, image_bytes: i
 
 def host_inflight_budget(hardware: Any, spec: WorkloadSpec, device_type: str) -> float | None:
     """:func:`inflight_budget` for ``spec``'s images on ``hardware`` (a
-    :class:`~loadersearch._hardware.Hardware`: its /dev/shm and RAM), per rank of ``spec``;
-    None for a pipeline of your own (its batches' size is unknown before a measurement)."""
+    :class:`~loadersearch._hardware.Hardware`: its /dev/shm, and its RAM or the cgroup's
+    memory limit where that is lower), per rank of ``spec``; None for a pipeline of your own
+    (its batches' size is unknown before a measurement)."""
     from loadersearch.workload import resolve_img_size
 
     if spec.pipeline is not None:
         return None
     img_size = resolve_img_size(spec.kind, device_type, spec.img_size)
-    return inflight_budget(hardware.shm_bytes, hardware.ram_bytes,
+    rams = [r for r in (hardware.ram_bytes, hardware.memory_limit_bytes) if r]
+    return inflight_budget(hardware.shm_bytes, min(rams, default=None),
                            batch_bytes(spec, 1, img_size), spec.gpus)  # fmt: skip
 
 

@@ -198,15 +198,17 @@ class LadderSteps:
 
     def _with(self, config: LoaderConfig, knob: str, value: Any) -> LoaderConfig | None:
         """``config`` with one knob changed; None where the knob does not apply (prefetch or
-        persistence without workers). A move of the workers or the batch from a configuration
-        at its default prefetch lands at the default prefetch there (where memory bounds the
-        queue, the default follows the workers and the batch)."""
+        persistence without workers). Where memory bounds the queue
+        (:attr:`inflight_images`), a move of the workers or the batch keeps the prefetch
+        unless the queue would no longer fit: it then shrinks to the deepest rung that does
+        (:meth:`_prefetch_for`); it never deepens, so a move changes one knob where it can."""
         w, b, pin = config.num_workers, config.batch_size, config.pin_memory
         pf, persist, cache = config.prefetch_factor, config.persistent_workers, config.cache
         if knob in (PF, PERSIST) and w == 0:
             return None
-        if knob in (W, B) and w and pf == self._prefetch_for(w, b):
-            pf = None  # the default follows
+        if knob in (W, B) and w and value and self.inflight_images is not None:
+            workers, batch = (value, b) if knob == W else (w, value)
+            pf = min(pf, self._prefetch_for(workers, batch))
         if knob == W:
             if w == 0:  # workers appear: their knobs take the defaults
                 return self._config(value, b, pin, cache=cache)

@@ -56,21 +56,26 @@ def run_cpu_budget(settings: StudySettings, hardware: Hardware) -> CpuBudget:
     return CpuBudget.of(hardware, settings.workload.gpus, "--gpus")
 
 
-def memory_notice(budget: float | None, space: SearchSpace, hardware: Hardware) -> str | None:
+def memory_notice(budget: float | None, space: SearchSpace, hardware: Hardware,
+                  ranks: int = 1) -> str | None:  # fmt: skip
     """One line where the host's memory bounds the structured search's default prefetch
-    (:func:`~loadersearch.measure._shm.inflight_budget`): the space's largest queue at its
-    deepest prefetch does not fit; None where it does (or the bound is unknown)."""
+    (:func:`~loadersearch.measure.host_inflight_budget`, per rank of ``ranks``): the space's
+    largest queue at its deepest prefetch does not fit; None where it does (or the bound is
+    unknown)."""
     from loadersearch._units import fmt_bytes
 
     deepest = space.prefetch_factor[1]
     largest = space.num_workers[1] * deepest * space.batch_choices()[-1]
     if budget is None or largest <= budget:
         return None
+    rams = [r for r in (hardware.ram_bytes, hardware.memory_limit_bytes) if r]
     sizes = ", ".join(f"{what} {fmt_bytes(size)}" for what, size in
-                      (("/dev/shm", hardware.shm_bytes), ("RAM", hardware.ram_bytes)) if size)
+                      (("/dev/shm", hardware.shm_bytes), ("RAM", min(rams, default=None)))
+                      if size)  # fmt: skip
+    per_rank = f" per rank, {ranks} ranks sharing them" if ranks > 1 else ""
     return (
         f"Memory ({sizes}): the batches in flight (workers x prefetch_factor x batch) are "
-        f"kept to about {budget:,.0f} images (half of /dev/shm, a tenth of the RAM), so the "
-        f"search starts each configuration at the deepest prefetch_factor that fits (up to "
-        f"{deepest}) and tries deeper ones later."
+        f"kept to about {budget:,.0f} images{per_rank} (half of /dev/shm, a tenth of the RAM), "
+        f"so the search starts each configuration at the deepest prefetch_factor that fits "
+        f"(up to {deepest}) and tries deeper ones later."
     )  # fmt: skip

@@ -19,9 +19,10 @@ What is known about DataLoader throughput, and how the search uses it:
   hides the spread of reads: both start on (the deepest prefetch of the range) and are checked
   off late; ``pin_memory`` is on with a CUDA device, toggled late, and not at all without one.
   Where the host's memory is short (a container's small /dev/shm, a VM's RAM: the batches in
-  flight, ``workers x prefetch x batch`` images, live in both), the default prefetch is the
-  deepest rung of its ladder whose queue fits the bound :func:`inflight_budget` takes from the
-  host, and it follows the workers and the batch as they move.
+  flight, ``workers x prefetch x batch`` images, live in both), a new configuration starts at
+  the deepest rung of the prefetch ladder whose queue fits the bound the study took from the
+  host (``loadersearch.measure.host_inflight_budget``), and a move of the workers or the
+  batch keeps the prefetch unless the queue would no longer fit (it then shrinks to fit).
 
 The default (``host_aware``) takes the host from the baselines: they are rules of thumb for
 this host's cores and GPUs, measured first, so the search starts at the worker count of the
@@ -109,8 +110,9 @@ class StructuredStrategy(LadderSteps):
         inflight_images: float | None = None,
     ) -> None:
         self.space = space
-        # The images the host's memory holds in flight (:func:`inflight_budget`), or None.
-        self.inflight_images = inflight_images
+        # The images the host's memory holds in flight (host-aware search only; see
+        # loadersearch.measure.host_inflight_budget), or None.
+        self.inflight_images = inflight_images if host_aware else None
         # host_aware: the default, the search of issue 23 (docs/benchmarks/landscape-zoo.md);
         # without it the search before (structured-classic in the benchmarks)
         self.classic = not host_aware

@@ -60,6 +60,8 @@ if TYPE_CHECKING:
     from loadersearch.workload import PipelineTrust
 
 CPU_BUDGET_ATTR = "cpu_budget"  # the creator's CpuBudget.to_dict()
+# The images the creator's memory holds in flight (measure.host_inflight_budget), or None
+INFLIGHT_ATTR = "inflight_images"
 _logger = logging.getLogger(__name__)
 
 @dataclass
@@ -319,10 +321,19 @@ def _set_up(
         from loadersearch.measure import host_inflight_budget
         from loadersearch.search._sampler import make_sampler  # imports optuna
 
-        budget = host_inflight_budget(hardware, settings.workload, ready.device_type)
+        # The queue's bound is the creating run's, stored once: every machine and every
+        # resume proposes the same next configuration from the same trials.
+        if create and INFLIGHT_ATTR not in study.user_attrs:
+            budget = host_inflight_budget(hardware, settings.workload, ready.device_type)
+            study.set_user_attr(INFLIGHT_ATTR, None if budget is None else round(budget, 1))
+        budget = study.user_attrs.get(INFLIGHT_ATTR)
         study.sampler = make_sampler(settings.sampler, space, seed=settings.seed,
                                      prefer_pin=gpu, inflight_images=budget)  # fmt: skip
-        memory = memory_notice(budget, space, hardware)
+        # the bound's sizes are the creator's (the study's stored hardware)
+        from loadersearch._hardware import Hardware as _Hardware
+
+        creator = _Hardware.from_dict(study.user_attrs.get("hardware") or hardware)
+        memory = memory_notice(budget, space, creator, settings.workload.gpus)
         if memory and settings.sampler == "structured":
             progress.notice(memory)
         if create and study.user_attrs.get("sampler") != settings.sampler:

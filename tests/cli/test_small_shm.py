@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+import subprocess
 import sys
 
+import pytest
 from helpers.cliproc import cli_env
 from helpers.small_shm import skip_without_private_mounts, under_small_shm
 
@@ -61,7 +63,7 @@ def test_under_a_32_mib_dev_shm_the_search_starts_its_configurations_at_a_queue_
     """A container's /dev/shm of 32 MiB at 256 px (a batch of 16: 3 MiB): the run says that
     memory bounds the queue (half of /dev/shm: ~85 images in flight) and the search's own
     configurations take the deepest prefetch that fits (2 at 2 workers x batch 16, 4 at 1,
-    where the default 8 would need 50 MiB or 25 MiB): every one of them measures."""
+    where the default 8 would need 48 MiB or 24 MiB): every one of them measures."""
     import optuna
 
     skip_without_private_mounts()
@@ -87,3 +89,19 @@ def test_under_a_32_mib_dev_shm_the_search_starts_its_configurations_at_a_queue_
             assert workers * t.params["prefetch_factor"] * 16 <= 85, t.params
         assert t.state == optuna.trial.TrialState.COMPLETE, (t.params, t.user_attrs)
     assert any(t.params.get("num_workers") == 2 for t in own), [t.params for t in own]
+    assert study.user_attrs["inflight_images"] == pytest.approx(85.1, abs=0.1)
+    # Resumed outside the container (this machine's /dev/shm: GiBs), the study keeps its
+    # creator's bound and says so with the creator's sizes: the same trials propose the same
+    # next configurations anywhere (a deeper queue comes only as the search's own late move).
+    more = subprocess.run(
+        [sys.executable, "-m", "loadersearch", "run", "--workload", "emulated", "--emulated-ms",
+         "1,0.1", "--data", tiny_dataset, "--storage", f"sqlite:///{db}", "--study", "shm",
+         "--trials", "7", "--space", "batch_size=16:16", "--space", "num_workers=0:2",
+         "--confirm-rounds", "0", "--no-probe", "--no-settle", *PLAN],
+        env=cli_env(tmp_path), capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert more.returncode == 0, more.stdout + more.stderr
+    assert "Memory (/dev/shm 32.0 MiB" in more.stdout + more.stderr  # the creator's sizes
+    study = optuna.load_study(study_name="shm", storage=f"sqlite:///{db}")
+    assert len(study.trials) == 7
+    assert study.user_attrs["inflight_images"] == pytest.approx(85.1, abs=0.1)  # not 24 GiB's

@@ -145,23 +145,58 @@ def test_after_one_batch_step_up_the_workers_come_before_the_next() -> None:
                                                              (32, 128)]  # fmt: skip
 
 
-def test_where_memory_bounds_the_queue_the_default_prefetch_fits_and_follows_the_moves() -> None:
-    """A host whose memory holds 1,100 images in flight (a container's /dev/shm of 1 GiB at
-    416 px: :func:`inflight_budget`): the start (16 workers x batch 32) takes the deepest
-    prefetch rung whose queue fits (2: 1,024 images; 4 would be 2,048), a move of the workers
-    or the batch takes the default there, and a prefetch the search moved itself stays put.
-    Without a bound nothing changes: the deepest prefetch everywhere."""
+def test_where_memory_bounds_the_queue_a_configuration_starts_at_a_prefetch_that_fits() -> None:
+    """A host whose memory holds 1,100 images in flight (about a container's /dev/shm of 1
+    GiB at 416 px, whose half is 1,033: :func:`inflight_budget`): the start (16 workers x
+    batch 32) takes the deepest prefetch rung whose queue fits (2: 1,024 images; 4 would be
+    2,048); a move of the workers or the batch keeps the prefetch unless the queue would not
+    fit (it shrinks to fit, never deepens), so that a move changes one knob where it can."""
     strategy = StructuredStrategy(SPACE, host_aware=True, inflight_images=1100.0)
     start = strategy.next_config([])
     assert start == LoaderConfig(16, 32, False, 2, True)
-    assert strategy._with(start, "num_workers", 4) == LoaderConfig(4, 32, False, 8, True)
+    assert strategy._with(start, "num_workers", 4) == LoaderConfig(4, 32, False, 2, True)
     assert strategy._with(start, "batch_size", 64) == LoaderConfig(16, 64, False, 1, True)
     assert strategy._with(start, "num_workers", 32) == LoaderConfig(32, 32, False, 1, True)
-    moved = LoaderConfig(4, 32, False, 4, True)  # prefetch 4 where 8 fits: the search's move
-    assert strategy._with(moved, "num_workers", 2) == LoaderConfig(2, 32, False, 4, True)
-    assert HOST(SPACE).next_config([]) == LoaderConfig(16, 32, False, 8, True)
-    unbounded = StructuredStrategy(SPACE, host_aware=True, inflight_images=None)
-    assert unbounded._with(start, "num_workers", 32) == LoaderConfig(32, 32, False, 2, True)
+    assert strategy._with(start, "num_workers", 0) == LoaderConfig(0, 32, False)
+    deep = LoaderConfig(4, 32, False, 8, True)  # 1,024 images: fits
+    assert strategy._with(deep, "num_workers", 8) == LoaderConfig(8, 32, False, 4, True)
+    assert strategy._with(deep, "num_workers", 2) == LoaderConfig(2, 32, False, 8, True)
+    # a new configuration (the workers appear, or a baseline's workers and batch) starts deep
+    assert strategy._with(LoaderConfig(0, 32), "num_workers", 4) == deep
+
+
+def test_without_a_memory_bound_or_with_an_ample_one_every_move_is_what_it_was() -> None:
+    """The bound changes nothing where it reaches nothing: every one-knob move of every
+    configuration is the same with no bound and with one above the space's largest queue
+    (32 workers x prefetch 8 x batch 64 = 16,384 images); the classic search never takes one."""
+    none = HOST(SPACE)
+    ample = StructuredStrategy(SPACE, host_aware=True, inflight_images=16384.0)
+    assert none.next_config([]) == ample.next_config([])
+    moves = {"num_workers": (0, 1, 5, 16, 32), "batch_size": SPACE.batch_choices(),
+             "prefetch_factor": (1, 3, 8), "persistent_workers": (False, True)}  # fmt: skip
+    for w in (0, 1, 3, 16, 32):
+        for b in SPACE.batch_choices():
+            for pf in (1, 2, 4, 6, 8):
+                config = LoaderConfig(w, b, False, pf, True) if w else LoaderConfig(0, b)
+                for knob, values in moves.items():
+                    for v in values:
+                        assert none._with(config, knob, v) == ample._with(config, knob, v)
+    classic = StructuredStrategy(SPACE, inflight_images=100.0)
+    assert classic.next_config([]) == StructuredStrategy(SPACE).next_config([])
+
+
+def test_the_run_notes_the_bound_only_where_it_reaches_into_the_space() -> None:
+    from loadersearch._hardware import Hardware
+    from loadersearch.search._run_notices import memory_notice
+
+    GiB = 2**30
+    pod = Hardware(ram_bytes=256 * GiB, memory_limit_bytes=8 * GiB, shm_bytes=GiB)
+    line = memory_notice(1033.0, SPACE, pod)  # 32 x 8 x 64 = 16,384 images do not fit
+    assert line is not None and line.startswith("Memory (/dev/shm 1.0 GiB, RAM 8.0 GiB)")
+    assert "about 1,033 images (half of /dev/shm" in line and "(up to 8)" in line
+    assert "per rank, 2 ranks" in memory_notice(516.0, SPACE, pod, ranks=2)
+    assert memory_notice(16384.0, SPACE, pod) is None  # the largest queue fits
+    assert memory_notice(None, SPACE, pod) is None  # unknown (a pipeline of your own)
 
 
 def shm_limited(peak: int, shm_images: float) -> Callable[[LoaderConfig], float | None]:

@@ -111,6 +111,7 @@ def test_the_study_stores_its_spec_hardware_probe_and_confirmation(
     assert attrs["spec"]["workload"]["kind"] == "emulated"
     assert attrs["hardware"]["cpu_count"] == os.cpu_count()
     assert attrs["probe"]["skipped"]  # no VRAM cap given: nothing to probe
+    assert attrs["inflight_images"] > 1000  # the creator's queue bound (24 GiB here: ample)
     confirmation = attrs["confirmation"]
     assert confirmation["finished_trials"] == 8
     assert any(c.get("baseline") for c in confirmation["candidates"])
