@@ -225,6 +225,11 @@ def _cost_and_machine(summary: Summary) -> str:
             if summary.cpu_budget
             else ""
         )
+        + (
+            f'<p id="memory-bound">{_e(summary.memory_bound)}</p>'
+            if summary.memory_bound
+            else ""
+        )
         + f"<p>Noise: {_e(noise(summary))}.</p></section>"
     )
 

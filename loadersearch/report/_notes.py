@@ -151,7 +151,8 @@ def study_note(summary: Summary, importance: Importance) -> str:
     parts.append(cost(summary) + (f" {sentence(found)}" if found else ""))
     parts.append("### Machine")
     budget = f" CPU budget: {summary.cpu_budget}." if summary.cpu_budget else ""
-    parts.append(f"{machine(summary.hardware)}.{budget} Noise: {noise(summary)}.")
+    memory = f" {summary.memory_bound}" if summary.memory_bound else ""
+    parts.append(f"{machine(summary.hardware)}.{budget}{memory} Noise: {noise(summary)}.")
     parts.append("### Parameter importance")
     if importance.values:
         parts.append(

@@ -113,6 +113,8 @@ class Summary:
     probe: dict[str, Any] | None
     hardware: dict[str, Any] = field(default_factory=dict)
     cpu_budget: str | None = None  # the creator's CPU budget, in one line (CpuBudget.describe)
+    # the creator's memory bound on the search's prefetch queue, in one line (None: none)
+    memory_bound: str | None = None
     finalists: list[Finalist] = field(default_factory=list)  # empty until confirmed
     confirm_s: float = 0.0  # seconds the confirmation measured
     # its measurements, and those of its budget (rounds x finalists) its race did not need
@@ -177,6 +179,7 @@ def summarize(study: optuna.Study) -> Summary:
         probe=attrs.get("probe"),
         hardware=attrs.get("hardware") or {},
         cpu_budget=(attrs.get("cpu_budget") or {}).get("line"),
+        memory_bound=attrs.get("memory_bound"),
         gpus=int(stored_spec(attrs, "workload").get("gpus") or 1),
         finalists=finalists,
         confirm_s=confirm_seconds(confirmation),

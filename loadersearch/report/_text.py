@@ -88,6 +88,8 @@ def render_summary(
         console.print(f"machine: {load}")
     if summary.cpu_budget:
         console.print(f"CPU budget: {summary.cpu_budget}", soft_wrap=True, markup=False)
+    if summary.memory_bound:
+        console.print(summary.memory_bound, soft_wrap=True, markup=False)
     # (an unconfirmed winner's evidence says so: "best trial, not confirmed")
     title = winner_title(w) if w.confirmed and w.inconclusive else "Winner"
     colour = "green" if title == "Winner" else "yellow"

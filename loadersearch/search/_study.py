@@ -62,6 +62,7 @@ if TYPE_CHECKING:
 CPU_BUDGET_ATTR = "cpu_budget"  # the creator's CpuBudget.to_dict()
 # The images the creator's memory holds in flight (measure.host_inflight_budget), or None
 INFLIGHT_ATTR = "inflight_images"
+MEMORY_ATTR = "memory_bound"  # the creator's note of it (None: it bounds nothing)
 _logger = logging.getLogger(__name__)
 
 @dataclass
@@ -334,8 +335,12 @@ def _set_up(
 
         creator = _Hardware.from_dict(study.user_attrs.get("hardware") or hardware)
         memory = memory_notice(budget, space, creator, settings.workload.gpus)
-        if memory and settings.sampler == "structured":
+        if settings.sampler != "structured":
+            memory = None  # the bound is the structured search's
+        if memory:
             progress.notice(memory)
+        if create and MEMORY_ATTR not in study.user_attrs:
+            study.set_user_attr(MEMORY_ATTR, memory)  # the report and the dashboard say it
         if create and study.user_attrs.get("sampler") != settings.sampler:
             study.set_user_attr("sampler", settings.sampler)  # the one workers use
         if create and study.user_attrs.get(SETTLE_ATTR, True) != settings.settle:

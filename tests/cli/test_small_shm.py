@@ -90,6 +90,7 @@ def test_under_a_32_mib_dev_shm_the_search_starts_its_configurations_at_a_queue_
         assert t.state == optuna.trial.TrialState.COMPLETE, (t.params, t.user_attrs)
     assert any(t.params.get("num_workers") == 2 for t in own), [t.params for t in own]
     assert study.user_attrs["inflight_images"] == pytest.approx(85.1, abs=0.1)
+    assert study.user_attrs["memory_bound"].startswith("Memory (/dev/shm 32.0 MiB")
     # Resumed outside the container (this machine's /dev/shm: GiBs), the study keeps its
     # creator's bound and says so with the creator's sizes: the same trials propose the same
     # next configurations anywhere (a deeper queue comes only as the search's own late move).

@@ -148,3 +148,29 @@ def test_the_machine_section_states_the_study_s_cpu_budget(hand_study):
     out = io.StringIO()
     render_summary(summary, storage=None, console=Console(file=out, width=400))
     assert f"CPU budget: {line}" in out.getvalue()
+
+
+def test_the_machine_section_states_the_study_s_memory_bound(hand_study):
+    """The creator's note of the bound on the search's prefetch queue (a container's small
+    /dev/shm), in the report, its page and the dashboard's note; nothing where it bounds
+    nothing."""
+    import io
+
+    from rich.console import Console
+
+    from loadersearch.report import render_summary
+    from loadersearch.report._html import render_html
+
+    assert summarize(hand_study).memory_bound is None
+    line = ("Memory (/dev/shm 1.0 GiB, RAM 23.5 GiB): the batches in flight (workers x "
+            "prefetch_factor x batch) are kept to about 1,033 images (half of /dev/shm, a "
+            "tenth of the RAM), so the search starts each configuration at the deepest "
+            "prefetch_factor that fits (up to 8) and tries deeper ones later.")  # fmt: skip
+    hand_study.set_user_attr("memory_bound", line)
+    summary = summarize(hand_study)
+    assert summary.memory_bound == line
+    assert f"{line} Noise:" in study_note(summary, importances(hand_study))
+    assert f'<p id="memory-bound">{line}</p>' in render_html(summary, importances(hand_study), {})
+    out = io.StringIO()
+    render_summary(summary, storage=None, console=Console(file=out, width=400))
+    assert line in out.getvalue()
