@@ -178,16 +178,17 @@ def replay_seed(
         account.add(result.wall_s)
         return result
 
+    inflight = host_inflight_budget(hardware, workload, "cuda" if gpu else "cpu")
     study = optuna.create_study(
         storage=optuna.storages.InMemoryStorage(),
         # the host's memory as study.py bounds the default prefetch with it (the table's
         # hardware: a model's /dev/shm and RAM, where it models them)
-        sampler=_sampler(method, space, seed, gpu,
-                         host_inflight_budget(hardware, workload, "cuda" if gpu else "cpu")),
+        sampler=_sampler(method, space, seed, gpu, inflight),
         pruner=make_pruner(method.pruner, plan.n_windows),
         direction="maximize",
     )
     study.set_user_attr("hardware", hardware.to_dict())  # as a run's study holds it
+    study.set_user_attr("inflight_images", inflight)  # and its memory bound (the settle rule's)
     if method.baselines:
         enqueue_baselines(study, space, hardware, gpu=gpu)
     objective = Objective(space, workload, plan, measure_fn=measure_fn)

@@ -10,7 +10,8 @@ dimensions that matter. Precisely, the study is settled when
   the range holds fewer) and 2 batch sizes when the batch size is searched; and, where the
   host has :data:`PREFETCH_CPUS` CPUs or more (the study's ``hardware``), the largest
   ``prefetch_factor`` has been measured with workers: a deep queue hides the spread of reads,
-  a gain of up to ~10% that one noisy step (2 -> 4) does not show;
+  a gain of up to ~10% that one noisy step (2 -> 4) does not show (where the study's memory
+  bound keeps the queue shallow, a queue deeper than the bound's, measured or failed);
 - none of the last :data:`QUIET_FOR` finished trials (complete or pruned) measured above the
   best of the trials before them (by more than :data:`MIN_GAIN`; 0: any higher measurement).
   The best so far is the largest of many noisy measurements, so it sits high in its own
@@ -86,7 +87,8 @@ def trial_noise(trial: optuna.trial.FrozenTrial, default: float = 0.0) -> float:
     return default
 
 
-def _covered(trials: list[optuna.trial.FrozenTrial], space: SearchSpace, cpus: int | None) -> bool:
+def _covered(trials: list[optuna.trial.FrozenTrial], space: SearchSpace, cpus: int | None,
+             inflight: float | None = None) -> bool:  # fmt: skip
     workers = {t.params.get("num_workers", space.num_workers[0]) for t in trials}
     lo, hi = space.num_workers
     if len(workers) < min(3, hi - lo + 1):
@@ -94,33 +96,53 @@ def _covered(trials: list[optuna.trial.FrozenTrial], space: SearchSpace, cpus: i
     batches = {t.params.get("batch_size", space.batch_size[0]) for t in trials}
     if len(batches) < min(2, len(space.batch_choices())):
         return False
-    return _deepest_prefetch_seen(trials, space, cpus)
+    return _deepest_prefetch_seen(trials, space, cpus, inflight)
 
 
 def _deepest_prefetch_seen(
-    trials: list[optuna.trial.FrozenTrial], space: SearchSpace, cpus: int | None
+    trials: list[optuna.trial.FrozenTrial],
+    space: SearchSpace,
+    cpus: int | None,
+    inflight: float | None = None,
 ) -> bool:
     """The largest ``prefetch_factor`` measured with workers, where it matters: on a host of
     :data:`PREFETCH_CPUS` CPUs or more (``cpus``; unknown: half the worker range's top, the
     bound loadersearch gives a host). On fewer CPUs few batches are in flight, and the
-    measured 2-core host shows no prefetch effect beyond its noise."""
+    measured 2-core host shows no prefetch effect beyond its noise. Where the study's memory
+    bound (``inflight``: the images in flight its search starts a configuration within,
+    :func:`~loadersearch.measure.host_inflight_budget`) keeps the queue shallow, a queue
+    deeper than the bound's at its workers and batch, measured or failed (``shm_full``),
+    counts: the deepest one may not fit anywhere the search goes."""
+    from loadersearch.search._ladder_steps import ladder
+
     lo, hi = space.prefetch_factor
     if cpus is None:
         cpus = space.num_workers[1] // 2
     if lo == hi or cpus < PREFETCH_CPUS:
         return True
-    return any(
-        t.params.get("num_workers", space.num_workers[0]) > 0
-        and t.params.get("prefetch_factor", lo) == hi
-        for t in trials
-    )
+    rungs = ladder(list(range(lo, hi + 1)))
+    for t in trials:
+        workers = t.params.get("num_workers", space.num_workers[0])
+        prefetch = t.params.get("prefetch_factor", lo)
+        if workers <= 0:
+            continue
+        if prefetch == hi:
+            return True
+        if inflight is not None:
+            batch = t.params.get("batch_size", space.batch_size[0])
+            fits = [r for r in rungs if workers * r * batch <= inflight]
+            if prefetch > max(fits, default=rungs[0]):
+                return True
+    return False
 
 
 def settled(study: optuna.Study, total: int, space: SearchSpace) -> Settled | None:
     """The study's settling, when its answer is settled now (see the module's rule)."""
     hardware = study.user_attrs.get("hardware") or {}
     cpus = hardware.get("usable_cpus") or hardware.get("cpu_count")  # what the loader may use
-    return settled_trials(study.get_trials(deepcopy=False), total, space, cpus=cpus)
+    inflight = study.user_attrs.get("inflight_images")  # the creator's memory bound
+    return settled_trials(study.get_trials(deepcopy=False), total, space, cpus=cpus,
+                          inflight=inflight)  # fmt: skip
 
 
 def settled_trials(
@@ -129,15 +151,18 @@ def settled_trials(
     space: SearchSpace,
     *,
     cpus: int | None = None,
+    inflight: float | None = None,
 ) -> Settled | None:
     """:func:`settled` on a study's trials (a replay asks it of the trials as they stood) on a
-    host of ``cpus`` CPUs (None: unknown)."""
+    host of ``cpus`` CPUs (None: unknown) whose memory bound is ``inflight`` (None: none)."""
     from optuna.trial import TrialState
 
     if any(t.state in (TrialState.WAITING, TrialState.RUNNING) for t in trials):
         return None
     finished = [t for t in trials if t.state in (TrialState.COMPLETE, TrialState.PRUNED)]
-    if len(finished) < MIN_TRIALS or len(finished) >= total or not _covered(finished, space, cpus):
+    if len(finished) < MIN_TRIALS or len(finished) >= total:
+        return None
+    if not _covered(finished, space, cpus, inflight):
         return None
     finished.sort(key=lambda t: t.number)
     before, recent = finished[:-QUIET_FOR], finished[-QUIET_FOR:]

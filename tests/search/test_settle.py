@@ -93,6 +93,27 @@ def test_on_a_host_of_several_cpus_the_deepest_prefetch_is_measured_before_it_se
     assert settled(_wide_study(PREFETCH_CPUS - 1, deepest=False), total=40, space=WIDE)
 
 
+def test_where_a_memory_bound_keeps_the_queue_shallow_one_deeper_queue_counts_as_the_deepest():
+    """A host of 8 CPUs whose study holds a memory bound of 600 images in flight: the search
+    starts 8 workers x batch 16 at prefetch 4 and 16 x 32 at 1 (4 and 8 would not fit). Trials
+    only at the bound's own prefetch have not shown what a deeper queue does; one deeper
+    queue (prefetch 2 at 16 x 32, here one that failed: shm_full) has, though the deepest of
+    the range (8) fits nowhere the search went. Without a bound the deepest is needed."""
+    study = optuna.create_study(direction="maximize")
+    study.set_user_attr("hardware", {"cpu_count": 8})
+    study.set_user_attr("inflight_images", 600.0)
+    shapes = [(0, 8, None), (8, 16, 4), (16, 32, 1), (16, 8, 4)]  # workers, batch, prefetch
+    for i in range(EARLIEST):
+        workers, batch, prefetch = shapes[i % 4]
+        _add(study, workers, batch, 101.0 - (i % 3) * 0.5, prefetch=prefetch or 2,
+             dists=WIDE.distributions())  # fmt: skip
+    assert settled(study, total=40, space=WIDE) is None
+    _add(study, 16, 32, 0.0, prefetch=2, dists=WIDE.distributions(), feasible=False)
+    assert settled(study, total=40, space=WIDE) is not None
+    study.set_user_attr("inflight_images", None)
+    assert settled(study, total=40, space=WIDE) is None
+
+
 def test_without_a_recorded_host_the_worker_range_stands_for_its_cpus():
     # workers 0-16: loadersearch's bound for 8 CPUs (2x): the deepest prefetch is needed
     assert settled(_wide_study(None, deepest=False), total=40, space=WIDE) is None
