@@ -258,6 +258,12 @@ class Hardware:
     torch_cuda: str | None = None  # the CUDA version torch was built with
     python: str | None = None
 
+    @property
+    def memory_bytes(self) -> int | None:
+        """The RAM this process may use: the RAM, or the cgroup's limit where that is lower."""
+        sizes = [b for b in (self.ram_bytes, self.memory_limit_bytes) if b]
+        return min(sizes, default=None)
+
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 

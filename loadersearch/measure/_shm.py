@@ -116,8 +116,7 @@ def host_inflight_budget(hardware: Any, spec: WorkloadSpec, device_type: str) ->
     if spec.pipeline is not None:
         return None
     img_size = resolve_img_size(spec.kind, device_type, spec.img_size)
-    rams = [r for r in (hardware.ram_bytes, hardware.memory_limit_bytes) if r]
-    return inflight_budget(hardware.shm_bytes, min(rams, default=None),
+    return inflight_budget(hardware.shm_bytes, hardware.memory_bytes,
                            batch_bytes(spec, 1, img_size), spec.gpus)  # fmt: skip
 
 

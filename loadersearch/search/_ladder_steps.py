@@ -30,6 +30,12 @@ def ladder(values: Sequence[int]) -> list[int]:
     return sorted({lo, hi} | {v for v in values if v > 0 and v & (v - 1) == 0})
 
 
+def fitting_prefetch(rungs: Sequence[int], workers: int, batch: int, inflight: float) -> int:
+    """The deepest of the prefetch ``rungs`` whose queue (``workers x prefetch x batch``
+    images) fits ``inflight`` images, the shallowest where none does."""
+    return max((r for r in rungs if workers * r * batch <= inflight), default=rungs[0])
+
+
 class LadderSteps:
     """The moves one knob away from a configuration, on the values of a search space: a base
     of the structured strategy, which decides their order."""
@@ -178,9 +184,9 @@ class LadderSteps:
         shallowest where none does: the queue is then as small as the space allows)."""
         if self.inflight_images is None or workers <= 0:
             return self.default_prefetch
-        fits = [pf for pf in self.ladders[PF]
-                if pf <= self.default_prefetch and workers * pf * batch <= self.inflight_images]
-        return max(fits, default=self.ladders[PF][0])  # fmt: skip
+        rungs = [pf for pf in self.ladders[PF] if pf <= self.default_prefetch]
+        return fitting_prefetch(rungs or self.ladders[PF][:1], workers, batch,
+                                self.inflight_images)  # fmt: skip
 
     def _config(self, workers: int, batch: int, pin: bool, prefetch: int | None = None,
                 persistent: bool | None = None, cache: Any = ...) -> LoaderConfig:  # fmt: skip

@@ -4,7 +4,7 @@ notes."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from loadersearch._cpu_budget import CpuBudget
 from loadersearch.search._opening import ranks_notice
@@ -68,9 +68,8 @@ def memory_notice(budget: float | None, space: SearchSpace, hardware: Hardware,
     largest = space.num_workers[1] * deepest * space.batch_choices()[-1]
     if budget is None or largest <= budget:
         return None
-    rams = [r for r in (hardware.ram_bytes, hardware.memory_limit_bytes) if r]
     sizes = ", ".join(f"{what} {fmt_bytes(size)}" for what, size in
-                      (("/dev/shm", hardware.shm_bytes), ("RAM", min(rams, default=None)))
+                      (("/dev/shm", hardware.shm_bytes), ("RAM", hardware.memory_bytes))
                       if size)  # fmt: skip
     per_rank = f" per rank, {ranks} ranks sharing them" if ranks > 1 else ""
     return (
@@ -79,3 +78,34 @@ def memory_notice(budget: float | None, space: SearchSpace, hardware: Hardware,
         f"so the search starts each configuration at the deepest prefetch_factor that fits "
         f"(up to {deepest}) and tries deeper ones later."
     )  # fmt: skip
+
+
+# The images the creator's memory holds in flight (measure.host_inflight_budget), or None
+INFLIGHT_ATTR = "inflight_images"
+MEMORY_ATTR = "memory_bound"  # the creator's note of it (None: it bounds nothing)
+
+
+def memory_bound(study: optuna.Study, settings: StudySettings, hardware: Hardware,
+                 ready: Prepared, space: SearchSpace, progress: Any, *, create: bool
+                 ) -> float | None:  # fmt: skip
+    """The study's memory bound on the search's queue (images in flight), the creating run's,
+    stored once (``inflight_images``) so that every machine and every resume proposes the
+    same next configuration from the same trials; where it reaches into ``space`` the run
+    says so (with the creator's sizes) and the creator keeps the line (``memory_bound``) for
+    the report and the dashboard."""
+    from loadersearch._hardware import Hardware as _Hardware
+    from loadersearch.measure import host_inflight_budget
+
+    if create and INFLIGHT_ATTR not in study.user_attrs:
+        budget = host_inflight_budget(hardware, settings.workload, ready.device_type)
+        study.set_user_attr(INFLIGHT_ATTR, None if budget is None else round(budget, 1))
+    budget = study.user_attrs.get(INFLIGHT_ATTR)
+    creator = _Hardware.from_dict(study.user_attrs.get("hardware") or hardware)
+    line = None  # the bound is the structured search's
+    if settings.sampler == "structured":
+        line = memory_notice(budget, space, creator, settings.workload.gpus)
+    if line:
+        progress.notice(line)
+    if create and MEMORY_ATTR not in study.user_attrs:
+        study.set_user_attr(MEMORY_ATTR, line)
+    return budget

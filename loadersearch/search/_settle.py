@@ -113,7 +113,7 @@ def _deepest_prefetch_seen(
     :func:`~loadersearch.measure.host_inflight_budget`) keeps the queue shallow, a queue
     deeper than the bound's at its workers and batch, measured or failed (``shm_full``),
     counts: the deepest one may not fit anywhere the search goes."""
-    from loadersearch.search._ladder_steps import ladder
+    from loadersearch.search._ladder_steps import fitting_prefetch, ladder
 
     lo, hi = space.prefetch_factor
     if cpus is None:
@@ -130,8 +130,7 @@ def _deepest_prefetch_seen(
             return True
         if inflight is not None:
             batch = t.params.get("batch_size", space.batch_size[0])
-            fits = [r for r in rungs if workers * r * batch <= inflight]
-            if prefetch > max(fits, default=rungs[0]):
+            if prefetch > fitting_prefetch(rungs, workers, batch, inflight):
                 return True
     return False
 

@@ -48,7 +48,7 @@ from loadersearch.search._opening import (
     study_name_of,
 )
 from loadersearch.search._progress import Progress
-from loadersearch.search._run_notices import memory_notice, notices, run_cpu_budget
+from loadersearch.search._run_notices import memory_bound, notices, run_cpu_budget
 from loadersearch.search._settings import StudySettings
 from loadersearch.search._settle import SETTLE_ATTR, settle_check
 from loadersearch.search._space import SearchSpace
@@ -60,9 +60,6 @@ if TYPE_CHECKING:
     from loadersearch.workload import PipelineTrust
 
 CPU_BUDGET_ATTR = "cpu_budget"  # the creator's CpuBudget.to_dict()
-# The images the creator's memory holds in flight (measure.host_inflight_budget), or None
-INFLIGHT_ATTR = "inflight_images"
-MEMORY_ATTR = "memory_bound"  # the creator's note of it (None: it bounds nothing)
 _logger = logging.getLogger(__name__)
 
 @dataclass
@@ -319,28 +316,11 @@ def _set_up(
             probed=probed,
         )
         space = bounded_space(settings.space, probe)
-        from loadersearch.measure import host_inflight_budget
         from loadersearch.search._sampler import make_sampler  # imports optuna
 
-        # The queue's bound is the creating run's, stored once: every machine and every
-        # resume proposes the same next configuration from the same trials.
-        if create and INFLIGHT_ATTR not in study.user_attrs:
-            budget = host_inflight_budget(hardware, settings.workload, ready.device_type)
-            study.set_user_attr(INFLIGHT_ATTR, None if budget is None else round(budget, 1))
-        budget = study.user_attrs.get(INFLIGHT_ATTR)
+        budget = memory_bound(study, settings, hardware, ready, space, progress, create=create)
         study.sampler = make_sampler(settings.sampler, space, seed=settings.seed,
                                      prefer_pin=gpu, inflight_images=budget)  # fmt: skip
-        # the bound's sizes are the creator's (the study's stored hardware)
-        from loadersearch._hardware import Hardware as _Hardware
-
-        creator = _Hardware.from_dict(study.user_attrs.get("hardware") or hardware)
-        memory = memory_notice(budget, space, creator, settings.workload.gpus)
-        if settings.sampler != "structured":
-            memory = None  # the bound is the structured search's
-        if memory:
-            progress.notice(memory)
-        if create and MEMORY_ATTR not in study.user_attrs:
-            study.set_user_attr(MEMORY_ATTR, memory)  # the report and the dashboard say it
         if create and study.user_attrs.get("sampler") != settings.sampler:
             study.set_user_attr("sampler", settings.sampler)  # the one workers use
         if create and study.user_attrs.get(SETTLE_ATTR, True) != settings.settle:
