@@ -18,11 +18,11 @@ What is known about DataLoader throughput, and how the search uses it:
 * ``persistent_workers`` removes the per-epoch worker start, and a deep ``prefetch_factor``
   hides the spread of reads: both start on (the deepest prefetch of the range) and are checked
   off late; ``pin_memory`` is on with a CUDA device, toggled late, and not at all without one.
-  Where the host's memory is short (a container's small /dev/shm, a VM's RAM: the batches in
-  flight, ``workers x prefetch x batch`` images, live in both), a new configuration starts at
-  the deepest rung of the prefetch ladder whose queue fits the bound the study took from the
-  host (``loadersearch.measure.host_inflight_budget``), and a move of the workers or the
-  batch keeps the prefetch unless the queue would no longer fit (it then shrinks to fit).
+  Where the host's memory is short (a small /dev/shm, a VM's RAM hold the batches in flight,
+  ``workers x prefetch x batch`` images), a new configuration starts at the deepest prefetch
+  rung whose queue fits the study's bound (``loadersearch.measure.host_inflight_budget``), a
+  move of the workers or the batch keeps the prefetch unless the queue no longer fits (it
+  shrinks to fit), and a start that does not fit even so takes a smaller batch.
 
 The default (``host_aware``) takes the host from the baselines: they are rules of thumb for
 this host's cores and GPUs, measured first, so the search starts at the worker count of the
@@ -206,13 +206,16 @@ class StructuredStrategy(LadderSteps):
         largest batch. Host-aware: the baselines are information: the start takes the worker
         count of the best baseline that has workers (they are rules for this host: its cores,
         its GPUs), at the middle batch with persistent workers; without a measured baseline, half
-        the worker range (its bound is 2x the CPUs)."""
+        the worker range (its bound is 2x the CPUs). Where one batch a worker overflows the
+        memory bound, a smaller batch (and without a baseline fewer workers) whose queue fits:
+        a start that fails (a small /dev/shm) leaves no centre but the baseline without any."""
         if self.classic:
             return self.start
         own = [o for o in observed if not o.baseline]
         if own:  # the start that was taken (the one measured first by the search itself)
             first = min(own, key=lambda o: o.number).config
-            if _major(first)[1:] == _major(self.start)[1:]:
+            batch = self._batch_that_fits(first.num_workers, self.start.batch_size)
+            if (first.batch_size, *_major(first)[2:]) == (batch, *_major(self.start)[2:]):
                 return first
         rated = [(v, c) for c, v in values.items() if c.num_workers > 0 and any(
             o.baseline and o.config == c for o in observed)]  # fmt: skip
@@ -221,7 +224,9 @@ class StructuredStrategy(LadderSteps):
         else:
             lo, hi = self.space.num_workers
             workers = max(lo, min(hi, max(1, hi // 2)))
-        return self._config(workers, self.start.batch_size, self.pin)
+            workers = self._workers_that_fit(workers)
+        return self._config(workers, self._batch_that_fits(workers, self.start.batch_size),
+                            self.pin)  # fmt: skip
 
     def incumbent(
         self, observed: Sequence[Observation], values: dict[LoaderConfig, float]

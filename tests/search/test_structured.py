@@ -239,6 +239,42 @@ def test_with_a_small_shm_the_bounded_search_wastes_fewer_trials_on_queues_that_
     assert sum(o.state == INFEASIBLE for o in unbounded) >= 1
 
 
+def test_where_even_one_batch_a_worker_overflows_the_bound_the_start_takes_a_smaller_batch(
+) -> None:
+    """Docker's default /dev/shm (64 MiB: 129 images at 416 px, the bound half of it): the
+    baselines with workers fail (8 workers x prefetch 2 x batch 16 = 256 images), and the
+    start at their 8 workers would too at the middle batch (8 x 1 x 32); it takes the largest
+    batch of the ladder whose queue fits the bound (8: 64 images), measures, and the search
+    walks from there to a configuration with workers instead of staying on the baseline
+    without any. With no baseline measured, the start's half of the worker range (16) steps
+    down the ladder until the smallest batch fits (8 workers). Without the bound (or with an
+    ample one) the start is the middle batch."""
+    g = shm_limited(6, 129.0)
+    observed = [Observation(0, LoaderConfig(0, 16), COMPLETE, g(LoaderConfig(0, 16)), True)]
+    for i, config in enumerate([LoaderConfig(8, 16, False, 2, False),
+                                LoaderConfig(16, 16, False, 2, False)], start=1):  # fmt: skip
+        observed.append(Observation(i, config, INFEASIBLE, 0.0, True))
+    strategy = StructuredStrategy(SPACE, host_aware=True, inflight_images=64.5)
+    assert strategy.next_config(observed) == LoaderConfig(8, 8, False, 1, True)
+    rated = [*observed[:1], Observation(1, LoaderConfig(8, 16, False, 1, False), COMPLETE,
+                                        50.0, True)]  # fmt: skip
+    assert strategy.next_config(rated) == LoaderConfig(8, 8, False, 1, True)
+    for _ in range(11):
+        config = strategy.next_config(observed)
+        value = g(config)
+        state = INFEASIBLE if value is None else COMPLETE
+        observed.append(Observation(len(observed), config, state, value or 0.0, False))
+    own = [o for o in observed if not o.baseline]
+    assert own[0].state == COMPLETE and own[0].config == LoaderConfig(8, 8, False, 1, True)
+    best = max(observed, key=lambda o: o.value).config
+    assert best.num_workers >= 4
+    # the start is the start: the next proposal does not re-open it with more trials measured
+    assert strategy.start_config(observed, {}) == own[0].config
+    ample = StructuredStrategy(SPACE, host_aware=True, inflight_images=16384.0)
+    assert ample.next_config(observed[:3]) == HOST(SPACE).next_config(observed[:3])
+    assert HOST(SPACE).next_config(observed[:3]).batch_size == 32
+
+
 def baseline(i: int, workers: int, value: float) -> Observation:
     config = LoaderConfig(workers, 16, False, 2, False) if workers else LoaderConfig(0, 16)
     return Observation(i, config, COMPLETE, value, True)
