@@ -190,23 +190,24 @@ class LadderSteps:
 
     def _batch_that_fits(self, workers: int, batch: int) -> int:
         """``batch``, or where the memory bound (:attr:`inflight_images`) holds less than one
-        batch a worker at the shallowest prefetch, the largest batch of the ladder below it
-        whose queue fits (the smallest where none does)."""
+        batch a worker at the shallowest prefetch, the largest batch of the ladder at or below
+        it whose queue fits (the smallest where none does)."""
         if self.inflight_images is None or workers <= 0:
             return batch
-        steps = [b for b in self.ladders[B] if b <= batch] or [batch]
+        steps = sorted({batch, *(b for b in self.ladders[B] if b <= batch)})
         fits = [b for b in steps if workers * self.ladders[PF][0] * b <= self.inflight_images]
         return max(fits) if fits else steps[0]
 
     def _workers_that_fit(self, workers: int) -> int:
         """``workers``, or under the memory bound the most workers, at most ``workers`` and on
-        the worker ladder below it, whose queue at the smallest batch and prefetch fits."""
+        the worker ladder below it, whose queue at the smallest batch and prefetch fits (the
+        fewest where none does)."""
         if self.inflight_images is None:
             return workers
         least = self.ladders[PF][0] * self.ladders[B][0]
-        fits = [w for w in {workers, *self.ladders[W]} if 0 < w <= workers
-                and w * least <= self.inflight_images]  # fmt: skip
-        return max(fits, default=workers)
+        steps = [w for w in {workers, *self.ladders[W]} if 0 < w <= workers]
+        fits = [w for w in steps if w * least <= self.inflight_images]
+        return max(fits) if fits else min(steps, default=workers)
 
     def _config(self, workers: int, batch: int, pin: bool, prefetch: int | None = None,
                 persistent: bool | None = None, cache: Any = ...) -> LoaderConfig:  # fmt: skip

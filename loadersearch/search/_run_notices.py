@@ -76,7 +76,8 @@ def memory_notice(budget: float | None, space: SearchSpace, hardware: Hardware,
         f"Memory ({sizes}): the batches in flight (workers x prefetch_factor x batch) are "
         f"kept to about {budget:,.0f} images{per_rank} (half of /dev/shm, a tenth of the RAM), "
         f"so the search starts each configuration at the deepest prefetch_factor that fits "
-        f"(up to {deepest}) and tries deeper ones later."
+        f"(up to {deepest}), with a smaller batch where one batch a worker does not fit, and "
+        f"tries deeper ones later."
     )  # fmt: skip
 
 

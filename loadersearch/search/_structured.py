@@ -336,11 +336,11 @@ class StructuredStrategy(LadderSteps):
         shape = values if shape is None else shape
         batch_up = [m for m in self._coarse(best, B, up_first=True)
                     if m.batch_size > best.batch_size and not batch_known(m)]  # fmt: skip
-        if best.batch_size > self.start.batch_size and not self._batch_leaped(best, shape):
-            # One step up from the start comes first; further steps wait until the workers
-            # were walked at the new batch (stepping the batch three times before the workers
-            # left heldout-2303's peak at 3 workers unseen at budget 6: 26% of its optimum in
-            # every seed, 75% with this order; docs/benchmarks/landscape-zoo.md).
+        start_batch = self._batch_that_fits(best.num_workers, self.start.batch_size)
+        if best.batch_size > start_batch and not self._batch_leaped(best, shape):
+            # One step up from the start's batch (at these workers) comes first; further steps
+            # wait until the workers were walked at the new batch (three batch steps first left
+            # heldout-2303's peak at 3 workers unseen at budget 6: 26% of its optimum, 75%).
             batch_up = []
         # Below the start's batch (a baseline's batch 16 beat the start), the batch steps down
         # first where the batch above measured at less than 30% of the rate at the same
@@ -348,7 +348,7 @@ class StructuredStrategy(LadderSteps):
         # a step down first cost peak-5 and peak-20 the worker step that budget 6 needs (20
         # points of median or 10th percentile).
         batch_down = []
-        if best.batch_size < self.start.batch_size and _falls_above(best, shape, B, FALLS_BATCH):
+        if best.batch_size < start_batch and _falls_above(best, shape, B, FALLS_BATCH):
             batch_down = [m for m in self._coarse(best, B, up_first=False)
                           if m.batch_size < best.batch_size and not batch_known(m)]  # fmt: skip
         worker_steps = [

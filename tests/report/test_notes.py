@@ -165,7 +165,8 @@ def test_the_machine_section_states_the_study_s_memory_bound(hand_study):
     line = ("Memory (/dev/shm 1.0 GiB, RAM 23.5 GiB): the batches in flight (workers x "
             "prefetch_factor x batch) are kept to about 1,033 images (half of /dev/shm, a "
             "tenth of the RAM), so the search starts each configuration at the deepest "
-            "prefetch_factor that fits (up to 8) and tries deeper ones later.")  # fmt: skip
+            "prefetch_factor that fits (up to 8), with a smaller batch where one batch a worker "
+            "does not fit, and tries deeper ones later.")  # fmt: skip
     hand_study.set_user_attr("memory_bound", line)
     summary = summarize(hand_study)
     assert summary.memory_bound == line

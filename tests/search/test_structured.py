@@ -9,7 +9,13 @@ from collections.abc import Callable
 import pytest
 
 from loadersearch import LoaderConfig
-from loadersearch.search._observations import COMPLETE, INFEASIBLE, PRUNED, Observation
+from loadersearch.search._observations import (
+    COMPLETE,
+    INFEASIBLE,
+    PRUNED,
+    Observation,
+    measured_values,
+)
 from loadersearch.search._space import SearchSpace
 from loadersearch.search._structured import StructuredStrategy, ladder
 
@@ -265,11 +271,22 @@ def test_where_even_one_batch_a_worker_overflows_the_bound_the_start_takes_a_sma
         state = INFEASIBLE if value is None else COMPLETE
         observed.append(Observation(len(observed), config, state, value or 0.0, False))
     own = [o for o in observed if not o.baseline]
-    assert own[0].state == COMPLETE and own[0].config == LoaderConfig(8, 8, False, 1, True)
-    best = max(observed, key=lambda o: o.value).config
-    assert best.num_workers >= 4
-    # the start is the start: the next proposal does not re-open it with more trials measured
-    assert strategy.start_config(observed, {}) == own[0].config
+    start = own[0].config
+    assert own[0].state == COMPLETE and start == LoaderConfig(8, 8, False, 1, True)
+    # one batch step up from the start's batch 8 (not the unbounded start's 32), then the workers
+    assert own[1].config.batch_size == 16 and own[2].config.num_workers != 8
+    assert max(observed, key=lambda o: o.value).config == max(
+        (c for c in (LoaderConfig(w, b, False, 1, True) for w in range(1, 17) for b in (8, 16))
+         if g(c) is not None), key=g)  # the optimum under the limit, found in 14 trials
+    assert strategy.start_config(observed, {}) == start
+    # the start is the start: a baseline with workers rated later (a shared study's other
+    # machine) does not re-open it at that baseline's workers
+    later = [*observed, Observation(len(observed), LoaderConfig(16, 8, False, 1, False),
+                                    COMPLETE, 1e6, True)]  # fmt: skip
+    assert strategy.start_config(later, measured_values(later)) == start
+    # where not even the smallest batch fits one a worker, the fewest workers, not the most
+    tight = StructuredStrategy(SPACE, host_aware=True, inflight_images=7.9)
+    assert tight.next_config(observed[:3]).num_workers == 1
     ample = StructuredStrategy(SPACE, host_aware=True, inflight_images=16384.0)
     assert ample.next_config(observed[:3]) == HOST(SPACE).next_config(observed[:3])
     assert HOST(SPACE).next_config(observed[:3]).batch_size == 32
