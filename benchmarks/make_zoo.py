@@ -13,9 +13,10 @@ into benchmarks/data/zoo-sixth/ the sixth (``sixth-*``, written before the chang
 into benchmarks/data/zoo-seventh/ the seventh (``seventh-*``, written after the sixth's
 replay and before the change designed on it), into benchmarks/data/zoo-eighth/ the eighth
 (``eighth-*``, hosts whose memory is modelled, written before the memory-aware prefetch of stop
-34), into benchmarks/data/zoo-ninth/ the ninth (``ninth-*``, written after its second form) and
+34), into benchmarks/data/zoo-ninth/ the ninth (``ninth-*``, written after its second form),
 into benchmarks/data/zoo-tenth/ the tenth (``tenth-*``, small-shm hosts of 6-24 cores, written
-before the bound-aware start of stop 35).
+before the bound-aware start of stop 35) and into benchmarks/data/zoo-eleventh/ the eleventh
+(``eleventh-*``, knobs of reversed sign or unusual size, written after stop 35 landed).
 
     .venv/bin/python benchmarks/make_zoo.py            # a few seconds
 """

@@ -668,12 +668,76 @@ def tenth() -> list[Landscape]:
 
 TENTH_SEEDS = (2391, 2392, 2393, 2394, 2395, 2396, 2397, 2398)
 
-# The 2nd to 10th held-out sets, each written before one design change, in the order written:
+
+def eleventh() -> list[Landscape]:
+    """The eleventh held-out set (issue 23, stop 36): written after stop 35's change landed and
+    before any further change, so that the search is judged on knobs whose usual sign is
+    reversed or whose size is unusual, which no earlier set models: pinning that costs (the pin
+    thread takes a core of four), prefetch that costs (deep queues thrash the caches of a
+    memory-bandwidth-bound host), a worker start so costly that persistence decides, a
+    two-socket host whose rate falls beyond one socket, a small best batch, a shared host at
+    10% noise, a launch-bound GPU whose largest batch is best; eight new seeds of the
+    randomised family."""
+    lands = [
+        Landscape("eleventh-pin-costs-4", "4 cores, 1 GPU: pinning costs 7% (the pin thread "
+                  "takes one of four cores), decode-bound to ~4 workers, best batch 32",
+                  server(cores=4, per_worker=40.0, knee=3.5, serial=30.0, contention=0.5,
+                  fixed_ms=6.0, per_image_ms=1.2, best_batch=32, batch_width=2.5, hide=0.15,
+                  pin_gain=-0.07, s0=0.25, s1=0.05), cpus=4, physical=4, gpus=1, noise=0.04,
+                  held_out=True),
+        Landscape("eleventh-shallow-queue-16", "16 cores, 1 GPU, memory-bandwidth-bound: every "
+                  "batch in a deep queue evicts the caches, prefetch 1 is best (prefetch 8 7% "
+                  "slower), decode-bound to ~12 workers, best batch 32",
+                  server(cores=16, per_worker=35.0, knee=12.0, serial=28.0, contention=0.3,
+                  fixed_ms=4.0, per_image_ms=0.7, best_batch=32, batch_width=2.2, hide=-0.2,
+                  pin_gain=0.04, s0=0.3, s1=0.04), cpus=16, physical=8, gpus=1, noise=0.04,
+                  held_out=True),
+        Landscape("eleventh-worker-init-8", "8 cores, 1 GPU, a dataset whose every worker "
+                  "loads a large annotation index (1.5 s + 0.4 s a worker each epoch without "
+                  "persistence): persistence decides, decode-bound to ~8 workers, best batch 16",
+                  server(cores=8, per_worker=45.0, knee=8.0, serial=35.0, contention=0.3,
+                  fixed_ms=5.0, per_image_ms=1.0, best_batch=16, batch_width=2.5, hide=0.2,
+                  pin_gain=0.04, s0=1.5, s1=0.4), cpus=8, physical=8, gpus=1, noise=0.04,
+                  held_out=True),
+        Landscape("eleventh-numa-32", "two sockets of 16 cores, 1 GPU: decode scales to one "
+                  "socket, beyond it every worker reads across the sockets (a steep fall), "
+                  "best batch 64",
+                  server(cores=16, per_worker=30.0, knee=15.0, serial=25.0, contention=0.9,
+                  fixed_ms=4.0, per_image_ms=0.5, best_batch=64, batch_width=2.5, hide=0.15,
+                  pin_gain=0.04, s0=0.4, s1=0.03), cpus=32, physical=32, gpus=1, noise=0.04,
+                  held_out=True),
+        Landscape("eleventh-small-batch-12", "12 cores, 1 GPU, heavy per-batch augmentation "
+                  "(mosaic on the batch): batch 8 is best and every doubling costs ~20%, "
+                  "decode-bound to ~10 workers",
+                  server(cores=12, per_worker=30.0, knee=10.0, serial=24.0, contention=0.3,
+                  fixed_ms=2.0, per_image_ms=1.0, best_batch=8, batch_width=1.0, hide=0.2,
+                  pin_gain=0.05, s0=0.3, s1=0.04), cpus=12, physical=6, gpus=1, noise=0.05,
+                  held_out=True),
+        Landscape("eleventh-shared-24", "a shared 24-core GPU host whose other users make every "
+                  "measurement vary by 10%: decode-bound to ~14 workers, best batch 32",
+                  server(cores=24, per_worker=32.0, knee=14.0, serial=26.0, contention=0.3,
+                  fixed_ms=5.0, per_image_ms=0.8, best_batch=32, batch_width=2.5, hide=0.2,
+                  pin_gain=0.05, s0=0.3, s1=0.04), cpus=24, physical=12, gpus=1, noise=0.10,
+                  held_out=True),
+        Landscape("eleventh-launch-bound-8", "8 cores, 1 GPU whose every step pays 40 ms of "
+                  "launches: the largest batch (128) is best by far, decode-bound to ~6 workers",
+                  server(cores=8, per_worker=60.0, knee=6.0, serial=40.0, contention=0.3,
+                  fixed_ms=40.0, per_image_ms=0.6, best_batch=128, batch_width=3.0, hide=0.15,
+                  pin_gain=0.04, s0=0.3, s1=0.04), cpus=8, physical=4, gpus=1, noise=0.04,
+                  held_out=True),
+    ]  # fmt: skip
+    return lands + renamed_family("eleventh", ELEVENTH_SEEDS)
+
+
+ELEVENTH_SEEDS = (2401, 2402, 2403, 2404, 2405, 2406, 2407, 2408)
+
+# The 2nd to 11th held-out sets, each written before one design change, in the order written:
 # name -> the landscapes (each set's tables in benchmarks/data/zoo-NAME/, its replay's pages
 # docs/benchmarks/landscape-zoo-NAME.*).
 HELD_OUT_SETS: dict[str, Callable[[], list[Landscape]]] = {
     "unseen": unseen, "fresh": fresh, "reserve": reserve, "spare": spare, "sixth": sixth,
     "seventh": seventh, "eighth": eighth, "ninth": ninth, "tenth": tenth,
+    "eleventh": eleventh,
 }  # fmt: skip
 
 
