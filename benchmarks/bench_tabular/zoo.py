@@ -731,13 +731,69 @@ def eleventh() -> list[Landscape]:
 
 ELEVENTH_SEEDS = (2401, 2402, 2403, 2404, 2405, 2406, 2407, 2408)
 
-# The 2nd to 11th held-out sets, each written before one design change, in the order written:
+
+def queue_hump(model: Model, *, best: int, cost: float) -> Model:
+    """``model`` whose prefetch has an optimum at ``best``: a shallower queue starves the
+    accelerator and a deeper one thrashes the caches, ``cost`` of the rate per doubling away."""
+
+    def f(c: LoaderConfig) -> float:
+        rate = model(c)
+        if c.num_workers == 0:
+            return rate
+        return rate * (1.0 - cost * abs(math.log2(c.prefetch_factor / best)))
+
+    return f
+
+
+def twelfth() -> list[Landscape]:
+    """The twelfth held-out set (issue 23, stop 36): written after the eleventh set's figures
+    (eleventh-shallow-queue-16: the search never left the deepest prefetch) and before the
+    change they led to, and replayed before it and for its final figures only. Four hosts: one
+    whose best prefetch is in the middle (2), one where network storage makes the deepest
+    queue worth most (the risk of any change to prefetch), a CPU-only 16-core host where the
+    model competes with the workers for the cores, a two-GPU 48-core host whose persistent
+    workers grow; eight new seeds of the randomised family."""
+    lands = [
+        Landscape("twelfth-mid-prefetch-12", "12 cores, 1 GPU: prefetch 2 is best, every "
+                  "doubling away costs 4% (a shallow queue starves the GPU, a deep one thrashes "
+                  "the caches), decode-bound to ~9 workers, best batch 32",
+                  queue_hump(server(cores=12, per_worker=34.0, knee=9.0, serial=26.0,
+                  contention=0.3, fixed_ms=5.0, per_image_ms=0.8, best_batch=32,
+                  batch_width=2.5, hide=0.0, pin_gain=0.04, s0=0.3, s1=0.04), best=2,
+                  cost=0.04), cpus=12, physical=6, gpus=1, noise=0.04, held_out=True),
+        Landscape("twelfth-nfs-deep-16", "16 cores, 1 GPU, network storage (reads ~30 ms, "
+                  "widely spread): the deepest queue is worth most (prefetch 8 13% above 2), "
+                  "the rate grows with workers past the cores, best batch 32",
+                  server(cores=16, per_worker=1000.0 / 36.0, knee=28.0, serial=14.0,
+                  contention=0.03, fixed_ms=6.0, per_image_ms=1.0, best_batch=32,
+                  batch_width=2.5, hide=0.5, pin_gain=0.03, s0=0.3, s1=0.04), cpus=16,
+                  physical=16, gpus=1, noise=0.05, held_out=True),
+        Landscape("twelfth-cpu-16", "16 cores, no GPU: the model trains on the same cores as "
+                  "the workers, so the rate peaks at ~3 workers and falls beyond; best batch 16",
+                  server(cores=3, per_worker=12.0, knee=2.5, serial=10.0, contention=0.25,
+                  fixed_ms=60.0, per_image_ms=25.0, best_batch=16, batch_width=2.0, hide=0.1,
+                  pin_gain=0.0, s0=0.4, s1=0.1), cpus=16, physical=8, noise=0.05,
+                  held_out=True),
+        Landscape("twelfth-2gpu-leak-48", "48 cores (24 physical), 2 GPUs: persistent workers "
+                  "grow (4% per 24 workers), decode-bound to ~20 workers, best batch 16",
+                  memory_tight(server(cores=48, per_worker=30.0, knee=20.0, serial=25.0,
+                  contention=0.3, fixed_ms=5.0, per_image_ms=0.9, best_batch=16,
+                  batch_width=2.0, hide=0.15, pin_gain=0.05, s0=0.3, s1=0.03),
+                  budget=1e12, slope=0.0, leak=0.04, cores=24), cpus=48, physical=24,
+                  gpus=2, noise=0.04, held_out=True),
+    ]  # fmt: skip
+    return lands + renamed_family("twelfth", TWELFTH_SEEDS)
+
+
+TWELFTH_SEEDS = (2411, 2412, 2413, 2414, 2415, 2416, 2417, 2418)
+
+# The 2nd to 12th held-out sets, each written before one design change, in the order written:
 # name -> the landscapes (each set's tables in benchmarks/data/zoo-NAME/, its replay's pages
 # docs/benchmarks/landscape-zoo-NAME.*).
 HELD_OUT_SETS: dict[str, Callable[[], list[Landscape]]] = {
     "unseen": unseen, "fresh": fresh, "reserve": reserve, "spare": spare, "sixth": sixth,
     "seventh": seventh, "eighth": eighth, "ninth": ninth, "tenth": tenth,
-    "eleventh": eleventh,
+    "eleventh": eleventh, "twelfth": twelfth,
 }  # fmt: skip
 
 

@@ -404,8 +404,9 @@ class StructuredStrategy(LadderSteps):
             # Without CUDA pinning copies nothing faster (the batches stay on the host).
             *((m, True) for m in (self._toggle(best, PIN) if self.pin else [])),
             # Prefetch starts at its deepest: a shallower queue is a late check (it saves
-            # memory; on the zoo it never gains more than the noise).
-            *((m, True) for m in self._coarse(best, PF, up_first=True)),
+            # memory, and where deep queues thrash the caches it gains: PyTorch's default
+            # first, then the ladder's step, see _prefetch_moves).
+            *((m, True) for m in self._prefetch_moves(best, values)),
             *((m, False) for m in self._bisect(best, B, known, values, fine=False)),
             *((m, False) for m in self._bisect(best, B, known, values, fine=True)),
             *((m, False) for m in self._coarse(best, W, up_first=True)),
@@ -414,6 +415,32 @@ class StructuredStrategy(LadderSteps):
             *((m, True) for m in self._bisect(best, PF, known, values, fine=False, minor=True)),
             *((m, True) for m in self._bisect(best, PF, known, values, fine=True, minor=True)),
         ]
+
+    def _prefetch_moves(
+        self, best: LoaderConfig, values: dict[LoaderConfig, float]
+    ) -> list[LoaderConfig]:
+        """The prefetch checks around ``best``: the ladder's steps, the shallower first where a
+        deeper queue at ``best``'s other knobs measured below it (the queue's cost was seen);
+        from the deepest rung the step down is PyTorch's default (2), not the rung below (4):
+        the far end of what a deep queue buys, where a cost of deep queues (7% on
+        eleventh-shallow-queue-16) is twice as plain as one rung down, which left the search at
+        prefetch 8 in most seeds."""
+        pf = best.prefetch_factor
+        if pf is None:
+            return []
+        same = [v for c, v in values.items() if c.prefetch_factor is not None
+                and c.prefetch_factor > pf and _major(c) == _major(best)
+                and c.pin_memory == best.pin_memory]  # fmt: skip
+        up_first = not same or max(same) >= values.get(best, 0.0)
+        steps = self._coarse(best, PF, up_first=up_first)
+        lo, hi = self.space.prefetch_factor
+        far = min(max(DEFAULT_PREFETCH, lo), hi)
+        if pf == self.ladders[PF][-1] and far < pf:
+            # the deepest rung's step down goes to the default instead (the rungs between
+            # come with the bisection: as many trials as before where the deep queue pays)
+            down = self._with(best, PF, far)
+            steps = [down if m.prefetch_factor < pf and down is not None else m for m in steps]
+        return steps
 
 
 def _falls_above(best: LoaderConfig, shape: dict[LoaderConfig, float], knob: str = W,
