@@ -5,8 +5,8 @@ What is known about DataLoader throughput, and how the search uses it:
 * it rises with ``num_workers`` until the CPUs, the storage or the accelerator saturate, then
   stays level or falls (start-up, memory, contention): a line search along workers on a
   doubling ladder (0, 1, 2, 4, 8, ...), up first unless a count above was seen to measure
-  clearly lower (the baselines measure three counts), continued in the direction that
-  improves, then
+  clearly lower (the baselines measure three counts) or no count measured clearly above none
+  (a narrow peak below the counts measured), continued in the direction that improves, then
   refined where a parabola through the best count and its measured neighbours peaks
   (successive parabolic interpolation on log2 of the workers: an optimum at 5, 7, 10 or 20
   workers in one step) or, failing that, by bisection;
@@ -94,6 +94,13 @@ FALLS_BATCH = 0.70
 # of the optimum at budget 6 -> 79%, random search 71%). heldout-2303's steps, 1.3x, leave
 # the rule of stop 30 (one step, then the workers) in force.
 BATCH_LEAP = 2.0
+# Workers "do not help" where no configuration with workers measured more than 10% above the
+# best without any (PyTorch's default, a baseline): the counts measured, the baselines' 8 to 32
+# on a server, lie off a peak that is narrow and low, or the loader does not bound the rate
+# at all. Then the worker ladder steps down first: a narrow peak at 2 workers on a 32-core host
+# (twelfth-2413 of the zoo) was never walked down to, and where nothing matters the step down
+# costs nothing.
+WORKERS_FLAT = 0.10
 
 
 class StructuredStrategy(LadderSteps):
@@ -296,7 +303,8 @@ class StructuredStrategy(LadderSteps):
         """The order of the moves of the host-aware search: one step up the batch ladder from
         the start (the baselines measured three worker counts, all at batch 16; below the
         start's batch, a step down where the batch above fell by far), the worker
-        ladder (down first where the rate falls clearly above: :func:`_falls_above`), the coarse
+        ladder (down first where the rate falls clearly above, :func:`_falls_above`, or no count
+        beat none, :func:`_workers_flat`), the coarse
         bisection of the workers (4 and 8 -> 6), the batch ladder again at this
         configuration (the side that measured better first: one noisy comparison at other
         workers is not final), one step up of prefetch, the fine bisection of the workers
@@ -354,7 +362,9 @@ class StructuredStrategy(LadderSteps):
         worker_steps = [
             *(
                 (m, False)
-                for m in self._coarse(best, W, up_first=not _falls_above(best, shape))
+                for m in self._coarse(
+                    best, W, up_first=not (_falls_above(best, shape) or _workers_flat(values))
+                )
                 if not workers_known(m, False)
             ),  # fmt: skip
             *((m, False) for m in self._vertex(best, workers_known, shape, fine=False)),
@@ -471,6 +481,14 @@ def _falls_above(best: LoaderConfig, shape: dict[LoaderConfig, float], knob: str
         else:
             rises = True
     return fell and not rises
+
+
+def _workers_flat(values: dict[LoaderConfig, float]) -> bool:
+    """Whether every configuration with workers measured within :data:`WORKERS_FLAT` of the
+    best one without workers (False where none without workers was measured)."""
+    without = max((v for c, v in values.items() if c.num_workers == 0), default=0.0)
+    with_ = max((v for c, v in values.items() if c.num_workers > 0), default=0.0)
+    return without > 0 and 0 < with_ <= (1.0 + WORKERS_FLAT) * without
 
 
 def _major(config: LoaderConfig) -> tuple[int, int, bool, str | None]:

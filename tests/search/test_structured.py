@@ -314,6 +314,29 @@ def test_where_the_rate_falls_clearly_above_the_workers_step_down_first() -> Non
     assert strategy.next_config(near) == LoaderConfig(8, 64, False, 8, True)
 
 
+def test_where_no_worker_count_beats_none_the_workers_step_down_first() -> None:
+    """A 32-core host whose loader peaks narrowly at 2 workers (twelfth-2413 of the zoo): the
+    baselines' 8 and 32 workers and the start measure as without any, so the ladder steps
+    down from the start (4, then 2), where it went up before (16, then 32's neighbours) and
+    never came back below 8; where workers help (8 at 1.5x none), up first as before."""
+
+    def narrow(c: LoaderConfig) -> float:
+        w = c.num_workers
+        return 100.0 + (400.0 if w == 2 else 100.0 if w in (1, 3, 4) else 0.0)
+
+    observed = [baseline(0, 0, 101.0), baseline(1, 32, 97.0), baseline(2, 8, 103.0)]
+    strategy = HOST(SPACE)
+    found = search(strategy, narrow, 6, observed)
+    walked = [o.config.num_workers for o in found[3:]]
+    assert walked[:4] == [8, 8, 4, 2], walked  # the start, the batch step, then down
+    assert max(found, key=lambda o: o.value).config.num_workers == 2
+    f = peaked(12)
+    helped = [baseline(i, w, f(baseline(i, w, 0.0).config))
+              for i, w in enumerate((0, 4, 8))]  # fmt: skip
+    up = search(HOST(SPACE), f, 3, helped)
+    assert [o.config.num_workers for o in up[3:]] == [8, 8, 16]
+
+
 def test_where_the_batch_above_measured_clearly_lower_the_batch_steps_down_first() -> None:
     """The baselines measured batch 16, the start batch 32 at the same workers 84% lower:
     after the baseline's workers and batch with the search's own settings, the batch steps
