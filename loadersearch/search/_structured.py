@@ -363,7 +363,9 @@ class StructuredStrategy(LadderSteps):
             *(
                 (m, False)
                 for m in self._coarse(
-                    best, W, up_first=not (_falls_above(best, shape) or _workers_flat(values))
+                    best,
+                    W,
+                    up_first=not (_falls_above(best, shape) or _workers_flat(best, values)),
                 )
                 if not workers_known(m, False)
             ),  # fmt: skip
@@ -429,12 +431,15 @@ class StructuredStrategy(LadderSteps):
     def _prefetch_moves(
         self, best: LoaderConfig, values: dict[LoaderConfig, float]
     ) -> list[LoaderConfig]:
-        """The prefetch checks around ``best``: the ladder's steps, the shallower first where a
-        deeper queue at ``best``'s other knobs measured below it (the queue's cost was seen);
-        from the deepest rung the step down is PyTorch's default (2), not the rung below (4):
-        the far end of what a deep queue buys, where a cost of deep queues (7% on
-        eleventh-shallow-queue-16) is twice as plain as one rung down, which left the search at
-        prefetch 8 in most seeds."""
+        """The prefetch checks around ``best``: the ladder's steps, the shallower first once a
+        deeper queue at ``best``'s other knobs was measured (it measured below ``best``, the
+        incumbent: the queue's cost was seen). From the top rung of the ladder the step down
+        is PyTorch's default (2, or the range's end nearest it), not the rung below (4); the
+        rungs between come from the bisection (8 -> 2, 5, 6, 7 where 8 -> 4, 6, 7 before: one
+        trial more to reach 7 where the deep queue pays). A cost of deep queues (7% on
+        eleventh-shallow-queue-16 of the zoo) is twice as plain at the default as one rung
+        down, which left the search at prefetch 8 in most seeds. Under a memory bound the
+        start's rung is the deepest that fits, below the top: the steps are the ladder's."""
         pf = best.prefetch_factor
         if pf is None:
             return []
@@ -446,8 +451,7 @@ class StructuredStrategy(LadderSteps):
         lo, hi = self.space.prefetch_factor
         far = min(max(DEFAULT_PREFETCH, lo), hi)
         if pf == self.ladders[PF][-1] and far < pf:
-            # the deepest rung's step down goes to the default instead (the rungs between
-            # come with the bisection: as many trials as before where the deep queue pays)
+            # the top rung's step down goes to the default instead (there is no step up)
             down = self._with(best, PF, far)
             steps = [down if m.prefetch_factor < pf and down is not None else m for m in steps]
         return steps
@@ -483,11 +487,15 @@ def _falls_above(best: LoaderConfig, shape: dict[LoaderConfig, float], knob: str
     return fell and not rises
 
 
-def _workers_flat(values: dict[LoaderConfig, float]) -> bool:
-    """Whether every configuration with workers measured within :data:`WORKERS_FLAT` of the
-    best one without workers (False where none without workers was measured)."""
-    without = max((v for c, v in values.items() if c.num_workers == 0), default=0.0)
-    with_ = max((v for c, v in values.items() if c.num_workers > 0), default=0.0)
+def _workers_flat(best: LoaderConfig, values: dict[LoaderConfig, float]) -> bool:
+    """Whether every configuration with workers (and ``best``'s cache) measured within
+    :data:`WORKERS_FLAT` of the best one without workers; False where either side has no
+    complete measurement (``values``: a pruned trial's partial windows say too little here).
+    The margin is within the noise of two measurements (:data:`FALLS` is twice it): a real
+    gain of 10-20% may read as flat, and then the step down costs a trial, not the answer."""
+    same = {c: v for c, v in values.items() if c.cache == best.cache}
+    without = max((v for c, v in same.items() if c.num_workers == 0), default=0.0)
+    with_ = max((v for c, v in same.items() if c.num_workers > 0), default=0.0)
     return without > 0 and 0 < with_ <= (1.0 + WORKERS_FLAT) * without
 
 

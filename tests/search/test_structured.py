@@ -330,9 +330,9 @@ def test_where_no_worker_count_beats_none_the_workers_step_down_first() -> None:
     walked = [o.config.num_workers for o in found[3:]]
     assert walked[:4] == [8, 8, 4, 2], walked  # the start, the batch step, then down
     assert max(found, key=lambda o: o.value).config.num_workers == 2
-    f = peaked(12)
+    f = peaked(10)  # 8 workers best of the baselines, 32 14% below it: not a fall
     helped = [baseline(i, w, f(baseline(i, w, 0.0).config))
-              for i, w in enumerate((0, 4, 8))]  # fmt: skip
+              for i, w in enumerate((0, 32, 8))]  # fmt: skip
     up = search(HOST(SPACE), f, 3, helped)
     assert [o.config.num_workers for o in up[3:]] == [8, 8, 16]
 
