@@ -15,8 +15,11 @@ replay and before the change designed on it), into benchmarks/data/zoo-eighth/ t
 (``eighth-*``, hosts whose memory is modelled, written before the memory-aware prefetch of stop
 34), into benchmarks/data/zoo-ninth/ the ninth (``ninth-*``, written after its second form),
 into benchmarks/data/zoo-tenth/ the tenth (``tenth-*``, small-shm hosts of 6-24 cores, written
-before the bound-aware start of stop 35) and into benchmarks/data/zoo-eleventh/ the eleventh
-(``eleventh-*``, knobs of reversed sign or unusual size, written after stop 35 landed).
+before the bound-aware start of stop 35), into benchmarks/data/zoo-eleventh/ the eleventh
+(``eleventh-*``, knobs of reversed sign or unusual size, written after stop 35 landed), into
+benchmarks/data/zoo-twelfth/ the twelfth (``twelfth-*``, written before stop 36's prefetch
+step) and into benchmarks/data/zoo-thirteenth/ the thirteenth (``thirteenth-*``, family seeds
+only, drawn before stop 36's flat-workers rule).
 
     .venv/bin/python benchmarks/make_zoo.py            # a few seconds
 """
