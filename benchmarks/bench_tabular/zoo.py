@@ -799,13 +799,25 @@ def thirteenth() -> list[Landscape]:
 
 THIRTEENTH_SEEDS = tuple(range(2421, 2433))
 
-# The 2nd to 13th held-out sets, each written before one design change, in the order written:
+
+def fourteenth() -> list[Landscape]:
+    """The fourteenth held-out set (issue 23, stop 36): twelve new seeds of the randomised
+    family only, drawn after the thirteenth set's figures and before the flat-workers rule's
+    descent below the lowest worker count measured; replayed before it and for its final
+    figures only."""
+    return renamed_family("fourteenth", FOURTEENTH_SEEDS)
+
+
+FOURTEENTH_SEEDS = tuple(range(2441, 2453))
+
+# The 2nd to 14th held-out sets, each written before one design change, in the order written:
 # name -> the landscapes (each set's tables in benchmarks/data/zoo-NAME/, its replay's pages
 # docs/benchmarks/landscape-zoo-NAME.*).
 HELD_OUT_SETS: dict[str, Callable[[], list[Landscape]]] = {
     "unseen": unseen, "fresh": fresh, "reserve": reserve, "spare": spare, "sixth": sixth,
     "seventh": seventh, "eighth": eighth, "ninth": ninth, "tenth": tenth,
     "eleventh": eleventh, "twelfth": twelfth, "thirteenth": thirteenth,
+    "fourteenth": fourteenth,
 }  # fmt: skip
 
 
