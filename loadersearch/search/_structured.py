@@ -6,7 +6,8 @@ What is known about DataLoader throughput, and how the search uses it:
   stays level or falls (start-up, memory, contention): a line search along workers on a
   doubling ladder (0, 1, 2, 4, 8, ...), up first unless a count above was seen to measure
   clearly lower (the baselines measure three counts) or no count measured clearly above none
-  (a narrow peak below the counts measured), continued in the direction that improves, then
+  (a narrow peak below the counts measured: then the rung below the fewest workers measured
+  comes first), continued in the direction that improves, then
   refined where a parabola through the best count and its measured neighbours peaks
   (successive parabolic interpolation on log2 of the workers: an optimum at 5, 7, 10 or 20
   workers in one step) or, failing that, by bisection;
@@ -304,7 +305,8 @@ class StructuredStrategy(LadderSteps):
         the start (the baselines measured three worker counts, all at batch 16; below the
         start's batch, a step down where the batch above fell by far), the worker
         ladder (down first where the rate falls clearly above, :func:`_falls_above`, or no count
-        beat none, :func:`_workers_flat`), the coarse
+        beat none, :func:`_workers_flat`, and then from below the fewest workers measured), the
+        coarse
         bisection of the workers (4 and 8 -> 6), the batch ladder again at this
         configuration (the side that measured better first: one noisy comparison at other
         workers is not final), one step up of prefetch, the fine bisection of the workers
@@ -359,14 +361,15 @@ class StructuredStrategy(LadderSteps):
         if best.batch_size < start_batch and _falls_above(best, shape, B, FALLS_BATCH):
             batch_down = [m for m in self._coarse(best, B, up_first=False)
                           if m.batch_size < best.batch_size and not batch_known(m)]  # fmt: skip
+        flat = _workers_flat(best, values)
         worker_steps = [
+            # Workers that do not help: the rung below the fewest workers measured comes first
+            # (a baseline's 8 is measured, so from 16 or 32 one step down meets a count known,
+            # and the walk never went below it: twelfth-2413, its peak at 2).
+            *((m, False) for m in (self._below_fewest(best, workers_known) if flat else [])),
             *(
                 (m, False)
-                for m in self._coarse(
-                    best,
-                    W,
-                    up_first=not (_falls_above(best, shape) or _workers_flat(best, values)),
-                )
+                for m in self._coarse(best, W, up_first=not (_falls_above(best, shape) or flat))
                 if not workers_known(m, False)
             ),  # fmt: skip
             *((m, False) for m in self._vertex(best, workers_known, shape, fine=False)),
@@ -393,6 +396,19 @@ class StructuredStrategy(LadderSteps):
         if head_only:  # the moves that matter most (a contender's, see next_config)
             return moves
         return moves + self._late_moves(best, known, values)
+
+    def _below_fewest(
+        self, best: LoaderConfig, workers_known: Callable[[LoaderConfig, bool], bool]
+    ) -> list[LoaderConfig]:
+        """The worker ladder's rung just below the fewest workers measured (more than none),
+        at ``best``'s other knobs, where it is not known: the next count down where the counts
+        measured all look like none."""
+        fewest = min((c.num_workers for c in self._held if c.num_workers > 0), default=0)
+        rungs = [w for w in self.ladders[W] if 0 < w < fewest]
+        if not rungs:
+            return []
+        move = self._with(best, W, rungs[-1])
+        return [move] if move is not None and not workers_known(move, False) else []
 
     def _batch_leaped(self, best: LoaderConfig, shape: dict[LoaderConfig, float]) -> bool:
         """Whether ``best``'s batch measured at least :data:`BATCH_LEAP` times the rate of the

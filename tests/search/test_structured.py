@@ -318,7 +318,8 @@ def test_where_no_worker_count_beats_none_the_workers_step_down_first() -> None:
     """A 32-core host whose loader peaks narrowly at 2 workers (twelfth-2413 of the zoo): the
     baselines' 8 and 32 workers and the start measure as without any, so the ladder steps
     down from the start (4, then 2), where it went up before (16, then 32's neighbours) and
-    never came back below 8; where workers help (8 at 1.5x none), up first as before."""
+    never came back below 8, and from a start at 32 below the baselines' 8 at once; where
+    workers help (8 at 1.5x none), up first as before."""
 
     def narrow(c: LoaderConfig) -> float:
         w = c.num_workers
@@ -330,6 +331,12 @@ def test_where_no_worker_count_beats_none_the_workers_step_down_first() -> None:
     walked = [o.config.num_workers for o in found[3:]]
     assert walked[:4] == [8, 8, 4, 2], walked  # the start, the batch step, then down
     assert max(found, key=lambda o: o.value).config.num_workers == 2
+    # the best baseline at 32 workers (a lucky draw): the walk goes below the fewest workers
+    # measured (8, a baseline's), not one rung down from 32 to 16
+    lucky = [baseline(0, 0, 101.0), baseline(1, 32, 104.0), baseline(2, 8, 100.0)]
+    found = search(HOST(SPACE), narrow, 6, lucky)
+    walked = [o.config.num_workers for o in found[3:]]
+    assert walked[:4] == [32, 32, 4, 2], walked
     f = peaked(10)  # 8 workers best of the baselines, 32 14% below it: not a fall
     helped = [baseline(i, w, f(baseline(i, w, 0.0).config))
               for i, w in enumerate((0, 32, 8))]  # fmt: skip
