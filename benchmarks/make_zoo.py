@@ -18,8 +18,9 @@ into benchmarks/data/zoo-tenth/ the tenth (``tenth-*``, small-shm hosts of 6-24 
 before the bound-aware start of stop 35), into benchmarks/data/zoo-eleventh/ the eleventh
 (``eleventh-*``, knobs of reversed sign or unusual size, written after stop 35 landed), into
 benchmarks/data/zoo-twelfth/ the twelfth (``twelfth-*``, written before stop 36's prefetch
-step) and into benchmarks/data/zoo-thirteenth/ the thirteenth (``thirteenth-*``, family seeds
-only, drawn before stop 36's flat-workers rule).
+step), into benchmarks/data/zoo-thirteenth/ the thirteenth (``thirteenth-*``, family seeds
+only, drawn before stop 36's flat-workers rule) and into benchmarks/data/zoo-fourteenth/ the
+fourteenth (``fourteenth-*``, family seeds only, drawn before that rule's descent).
 
     .venv/bin/python benchmarks/make_zoo.py            # a few seconds
 """
