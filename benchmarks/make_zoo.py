@@ -19,8 +19,9 @@ before the bound-aware start of stop 35), into benchmarks/data/zoo-eleventh/ the
 (``eleventh-*``, knobs of reversed sign or unusual size, written after stop 35 landed), into
 benchmarks/data/zoo-twelfth/ the twelfth (``twelfth-*``, written before stop 36's prefetch
 step), into benchmarks/data/zoo-thirteenth/ the thirteenth (``thirteenth-*``, family seeds
-only, drawn before stop 36's flat-workers rule) and into benchmarks/data/zoo-fourteenth/ the
-fourteenth (``fourteenth-*``, family seeds only, drawn before that rule's descent).
+only, drawn before stop 36's flat-workers rule), into benchmarks/data/zoo-fourteenth/ the
+fourteenth (``fourteenth-*``, family seeds only, drawn before that rule's descent) and into
+benchmarks/data/zoo-fifteenth/ the fifteenth (``fifteenth-*``, written after stop 36 landed).
 
     .venv/bin/python benchmarks/make_zoo.py            # a few seconds
 """

@@ -810,14 +810,85 @@ def fourteenth() -> list[Landscape]:
 
 FOURTEENTH_SEEDS = tuple(range(2441, 2453))
 
-# The 2nd to 14th held-out sets, each written before one design change, in the order written:
+
+def fifteenth() -> list[Landscape]:
+    """The fifteenth held-out set (issue 23, stop 37): written after stop 36 landed and before
+    any change of stop 37, and replayed before and for the final figures only. Eight hosts
+    around the knobs the search checks late (prefetch and persistence) and around sizes no
+    earlier set models: a best prefetch of 4 on 24 cores, a shallow queue best on 8 cores,
+    persistence that costs (growing workers, a cheap worker start), a 64-core host whose
+    storage saturates at ~6 workers, a quiet host (1% noise) with small effects and a peak at
+    10 workers, a CPU-only 4-core host, a compute-bound GPU on 32 cores where pinning is worth
+    8%, a two-GPU 32-core host whose best prefetch is 2; twelve new seeds of the randomised
+    family."""
+    lands = [
+        Landscape("fifteenth-pf4-hump-24", "24 cores, 1 GPU: prefetch 4 is best, every "
+                  "doubling away costs 5%, decode-bound to ~16 workers, best batch 64",
+                  queue_hump(server(cores=24, per_worker=30.0, knee=16.0, serial=24.0,
+                  contention=0.3, fixed_ms=5.0, per_image_ms=0.6, best_batch=64,
+                  batch_width=2.5, hide=0.0, pin_gain=0.04, s0=0.3, s1=0.03), best=4,
+                  cost=0.05), cpus=24, physical=12, gpus=1, noise=0.04, held_out=True),
+        Landscape("fifteenth-shallow-queue-8", "8 cores, 1 GPU, memory-bandwidth-bound: "
+                  "prefetch 1 is best (prefetch 8 ~9% slower), decode-bound to ~6 workers, "
+                  "best batch 16",
+                  server(cores=8, per_worker=40.0, knee=6.0, serial=30.0, contention=0.3,
+                  fixed_ms=5.0, per_image_ms=1.0, best_batch=16, batch_width=2.0, hide=-0.25,
+                  pin_gain=0.04, s0=0.3, s1=0.04), cpus=8, physical=4, gpus=1, noise=0.03,
+                  held_out=True),
+        Landscape("fifteenth-persist-costs-12", "12 cores, 1 GPU: persistent workers grow "
+                  "(10% per 12 workers) and a worker start is cheap (0.1 s), so persistence "
+                  "loses; decode-bound to ~10 workers, best batch 32",
+                  memory_tight(server(cores=12, per_worker=36.0, knee=10.0, serial=28.0,
+                  contention=0.3, fixed_ms=5.0, per_image_ms=0.8, best_batch=32,
+                  batch_width=2.5, hide=0.15, pin_gain=0.04, s0=0.1, s1=0.005),
+                  budget=1e12, slope=0.0, leak=0.10, cores=12), cpus=12, physical=6,
+                  gpus=1, noise=0.04, held_out=True),
+        Landscape("fifteenth-storage-plateau-64", "64 cores, 1 GPU, storage-bound: the rate "
+                  "saturates at ~6 workers and stays level to 32, a deep queue hides the "
+                  "reads (prefetch 8 ~6% above 2), best batch 128",
+                  server(cores=64, per_worker=50.0, knee=6.0, serial=30.0, contention=0.02,
+                  fixed_ms=6.0, per_image_ms=0.4, best_batch=128, batch_width=3.0, hide=0.3,
+                  pin_gain=0.03, s0=0.3, s1=0.02), cpus=64, physical=32, gpus=1, noise=0.04,
+                  held_out=True),
+        Landscape("fifteenth-quiet-16", "16 cores, 1 GPU, a quiet host (1% noise) whose "
+                  "effects are small (pinning 2%, prefetch 2%): a peak at 10 workers (steep "
+                  "contention beyond), best batch 32",
+                  server(cores=10, per_worker=30.0, knee=10.0, serial=25.0, contention=0.6,
+                  fixed_ms=4.0, per_image_ms=0.8, best_batch=32, batch_width=1.5, hide=0.08,
+                  pin_gain=0.02, s0=0.3, s1=0.03), cpus=16, physical=8, gpus=1, noise=0.01,
+                  held_out=True),
+        Landscape("fifteenth-cpu-4", "4 cores, no GPU: the model trains on the same cores, "
+                  "the rate peaks at 1-2 workers and falls beyond; best batch 8",
+                  server(cores=2, per_worker=8.0, knee=1.5, serial=6.0, contention=0.3,
+                  fixed_ms=80.0, per_image_ms=40.0, best_batch=8, batch_width=1.5, hide=0.1,
+                  pin_gain=0.0, s0=0.5, s1=0.1), cpus=4, physical=2, noise=0.05,
+                  held_out=True),
+        Landscape("fifteenth-compute-32", "32 cores, 1 slow GPU (4 ms an image): the loader "
+                  "keeps up from ~4 workers, pinning is worth 8%, best batch 16",
+                  server(cores=32, per_worker=40.0, knee=24.0, serial=30.0, contention=0.1,
+                  fixed_ms=8.0, per_image_ms=4.0, best_batch=16, batch_width=2.0, hide=0.1,
+                  pin_gain=0.08, s0=0.3, s1=0.02), cpus=32, physical=16, gpus=1, noise=0.04,
+                  held_out=True),
+        Landscape("fifteenth-2gpu-pf2-32", "32 cores, 2 GPUs: prefetch 2 is best (3% a "
+                  "doubling away), decode-bound to ~24 workers, best batch 32",
+                  queue_hump(server(cores=32, per_worker=25.0, knee=24.0, serial=20.0,
+                  contention=0.3, fixed_ms=5.0, per_image_ms=0.7, best_batch=32,
+                  batch_width=2.5, hide=0.0, pin_gain=0.05, s0=0.4, s1=0.03), best=2,
+                  cost=0.03), cpus=32, physical=16, gpus=2, noise=0.04, held_out=True),
+    ]  # fmt: skip
+    return lands + renamed_family("fifteenth", FIFTEENTH_SEEDS)
+
+
+FIFTEENTH_SEEDS = tuple(range(2461, 2473))
+
+# The 2nd to 15th held-out sets, each written before one design change, in the order written:
 # name -> the landscapes (each set's tables in benchmarks/data/zoo-NAME/, its replay's pages
 # docs/benchmarks/landscape-zoo-NAME.*).
 HELD_OUT_SETS: dict[str, Callable[[], list[Landscape]]] = {
     "unseen": unseen, "fresh": fresh, "reserve": reserve, "spare": spare, "sixth": sixth,
     "seventh": seventh, "eighth": eighth, "ninth": ninth, "tenth": tenth,
     "eleventh": eleventh, "twelfth": twelfth, "thirteenth": thirteenth,
-    "fourteenth": fourteenth,
+    "fourteenth": fourteenth, "fifteenth": fifteenth,
 }  # fmt: skip
 
 
