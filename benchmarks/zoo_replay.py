@@ -20,6 +20,7 @@ quality = truth of the answer / true optimum; median and 10th percentile over se
     nice .venv/bin/python benchmarks/zoo_replay.py --set thirteenth # ~4 min
     nice .venv/bin/python benchmarks/zoo_replay.py --set fourteenth # ~4 min
     nice .venv/bin/python benchmarks/zoo_replay.py --set fifteenth  # ~6 min
+    nice .venv/bin/python benchmarks/zoo_replay.py --set sixteenth  # ~5 min
 
 (50 seeds, every method, on 2 idle cores.) Landscapes: the measured 2-core table
 (benchmarks/data/tabular-grid.json.gz, truth = the mean of its repeats, noise = their CV) and
@@ -28,7 +29,8 @@ benchmarks/data/zoo-unseen/, benchmarks/data/zoo-fresh/, benchmarks/data/zoo-res
 benchmarks/data/zoo-spare/, benchmarks/data/zoo-sixth/, benchmarks/data/zoo-seventh/,
 benchmarks/data/zoo-eighth/, benchmarks/data/zoo-ninth/, benchmarks/data/zoo-tenth/,
 benchmarks/data/zoo-eleventh/, benchmarks/data/zoo-twelfth/, benchmarks/data/zoo-thirteenth/,
-benchmarks/data/zoo-fourteenth/ and benchmarks/data/zoo-fifteenth/ (the held-out sets).
+benchmarks/data/zoo-fourteenth/, benchmarks/data/zoo-fifteenth/ and benchmarks/data/zoo-sixteenth/
+(the held-out sets).
 Prints the zoo table (landscape x method x budget, median /
 10th percentile) and the targets, and writes Markdown, JSON and a plot to --out.
 """
@@ -58,7 +60,7 @@ from bench_tabular.replay import (
 HERE = Path(__file__).resolve().parent
 MEASURED = HERE / "data" / "tabular-grid.json.gz"
 ZOO = HERE / "data" / "zoo"
-# the 2nd to 15th held-out sets' folders (bench_tabular.zoo.HELD_OUT_SETS)
+# the 2nd to 16th held-out sets' folders (bench_tabular.zoo.HELD_OUT_SETS)
 HELD_OUT_SETS = {name: HERE / "data" / f"zoo-{name}" for name in zoo.HELD_OUT_SETS}
 # the files each set's replay writes (Markdown, JSON, plot)
 STEMS = {"design": "landscape-zoo", "held-out": "landscape-zoo-held-out",

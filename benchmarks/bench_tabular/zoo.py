@@ -881,7 +881,49 @@ def fifteenth() -> list[Landscape]:
 
 FIFTEENTH_SEEDS = tuple(range(2461, 2473))
 
-# The 2nd to 15th held-out sets, each written before one design change, in the order written:
+
+def sixteenth() -> list[Landscape]:
+    """The sixteenth held-out set (issue 23, stop 37): written after the fifteenth set's
+    replay and before the change it led to, and replayed only before it and for the final
+    figures (not looked at while designing). Four hosts whose late knobs decide (a best
+    prefetch of 2 on 16 cores, persistence that costs on 24 cores, a shallow queue best on a
+    two-GPU 32-core host, a best prefetch of 4 on 6 cores) and twelve new seeds of the
+    randomised family."""
+    lands = [
+        Landscape("sixteenth-pf2-hump-16", "16 cores, 1 GPU: prefetch 2 is best, every "
+                  "doubling away costs 5%, decode-bound to ~10 workers, best batch 16",
+                  queue_hump(server(cores=16, per_worker=32.0, knee=10.0, serial=25.0,
+                  contention=0.3, fixed_ms=5.0, per_image_ms=0.9, best_batch=16,
+                  batch_width=2.0, hide=0.0, pin_gain=0.04, s0=0.3, s1=0.03), best=2,
+                  cost=0.05), cpus=16, physical=8, gpus=1, noise=0.04, held_out=True),
+        Landscape("sixteenth-persist-leak-24", "24 cores, 1 GPU: persistent workers grow "
+                  "(12% per 24 workers), a worker start is cheap (0.2 s), decode-bound to ~16 "
+                  "workers, best batch 64",
+                  memory_tight(server(cores=24, per_worker=30.0, knee=16.0, serial=24.0,
+                  contention=0.3, fixed_ms=5.0, per_image_ms=0.6, best_batch=64,
+                  batch_width=2.5, hide=0.15, pin_gain=0.04, s0=0.2, s1=0.01),
+                  budget=1e12, slope=0.0, leak=0.12, cores=24), cpus=24, physical=12,
+                  gpus=1, noise=0.04, held_out=True),
+        Landscape("sixteenth-shallow-queue-32", "32 cores, 2 GPUs, memory-bandwidth-bound: "
+                  "prefetch 1 is best (prefetch 8 ~5% slower), decode-bound to ~20 workers, "
+                  "best batch 32",
+                  server(cores=32, per_worker=28.0, knee=20.0, serial=22.0, contention=0.3,
+                  fixed_ms=5.0, per_image_ms=0.7, best_batch=32, batch_width=2.5, hide=-0.15,
+                  pin_gain=0.05, s0=0.3, s1=0.03), cpus=32, physical=16, gpus=2, noise=0.04,
+                  held_out=True),
+        Landscape("sixteenth-pf4-hump-6", "6 cores, 1 GPU: prefetch 4 is best (4% a doubling "
+                  "away), decode-bound to ~5 workers, best batch 16, 5% noise",
+                  queue_hump(server(cores=6, per_worker=45.0, knee=5.0, serial=35.0,
+                  contention=0.3, fixed_ms=5.0, per_image_ms=1.0, best_batch=16,
+                  batch_width=2.0, hide=0.0, pin_gain=0.04, s0=0.3, s1=0.04), best=4,
+                  cost=0.04), cpus=6, physical=6, gpus=1, noise=0.05, held_out=True),
+    ]  # fmt: skip
+    return lands + renamed_family("sixteenth", SIXTEENTH_SEEDS)
+
+
+SIXTEENTH_SEEDS = tuple(range(2481, 2493))
+
+# The 2nd to 16th held-out sets, each written before one design change, in the order written:
 # name -> the landscapes (each set's tables in benchmarks/data/zoo-NAME/, its replay's pages
 # docs/benchmarks/landscape-zoo-NAME.*).
 HELD_OUT_SETS: dict[str, Callable[[], list[Landscape]]] = {
@@ -889,6 +931,7 @@ HELD_OUT_SETS: dict[str, Callable[[], list[Landscape]]] = {
     "seventh": seventh, "eighth": eighth, "ninth": ninth, "tenth": tenth,
     "eleventh": eleventh, "twelfth": twelfth, "thirteenth": thirteenth,
     "fourteenth": fourteenth, "fifteenth": fifteenth,
+    "sixteenth": sixteenth,
 }  # fmt: skip
 
 
