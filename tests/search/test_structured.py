@@ -431,6 +431,22 @@ def test_where_deep_queues_cost_the_search_checks_pytorchs_default_then_steps_do
     assert best.value >= 0.99 * max(f(c) for c in SPACE.configs())
 
 
+@pytest.mark.parametrize("peak", [6, 12])
+def test_the_prefetch_check_comes_before_the_fine_worker_steps(peak: int) -> None:
+    f = shallow_queue(peak)
+    observed = search(HOST(SPACE), f, 14)
+    configs = [o.config for o in observed]
+    first_check = next(i for i, c in enumerate(configs) if c.num_workers
+                       and c.prefetch_factor != SPACE.prefetch_factor[1])  # fmt: skip
+    # the fine steps around the peak (within a quarter of it) come after the check: a queue
+    # of the wrong depth costs more than a worker count off the peak
+    fine = [i for i, c in enumerate(configs) if c.num_workers != peak
+            and abs(c.num_workers - peak) <= peak // 4]  # fmt: skip
+    assert fine and first_check < min(fine), configs
+    # at 14 trials (the old order was still at prefetch 8 there: 93% of the optimum)
+    assert max(o.value for o in observed) >= 0.99 * max(f(c) for c in SPACE.configs())
+
+
 def test_where_deep_queues_pay_the_prefetch_check_leaves_the_deepest_the_best() -> None:
     def f(c: LoaderConfig) -> float:  # a deep queue hides slow reads: 8 about 12% above 2
         rate = peaked(6)(c)
