@@ -21,9 +21,10 @@ benchmarks/data/zoo-twelfth/ the twelfth (``twelfth-*``, written before stop 36'
 step), into benchmarks/data/zoo-thirteenth/ the thirteenth (``thirteenth-*``, family seeds
 only, drawn before stop 36's flat-workers rule), into benchmarks/data/zoo-fourteenth/ the
 fourteenth (``fourteenth-*``, family seeds only, drawn before that rule's descent), into
-benchmarks/data/zoo-fifteenth/ the fifteenth (``fifteenth-*``, written after stop 36 landed) and
+benchmarks/data/zoo-fifteenth/ the fifteenth (``fifteenth-*``, written after stop 36 landed),
 into benchmarks/data/zoo-sixteenth/ the sixteenth (``sixteenth-*``, written before stop 37's
-change and not looked at while designing it).
+change and not looked at while designing it) and into benchmarks/data/zoo-seventeenth/ the
+seventeenth (``seventeenth-*``, written after that change and before any replay of it).
 
     .venv/bin/python benchmarks/make_zoo.py            # a few seconds
 """

@@ -923,7 +923,54 @@ def sixteenth() -> list[Landscape]:
 
 SIXTEENTH_SEEDS = tuple(range(2481, 2493))
 
-# The 2nd to 16th held-out sets, each written before one design change, in the order written:
+
+def seventeenth() -> list[Landscape]:
+    """The seventeenth held-out set (issue 23, stop 39): written after stop 37's change (the
+    prefetch check before the fine worker steps) and before any replay of it, as an
+    independent judge of that change and of the search as a whole. Not aimed at the late
+    knobs: five hosts of shapes the earlier sets cover thinly (40 cores with a large best
+    batch, an 8-thread laptop GPU whose loader peaks at 3 workers, a deep queue best on 12
+    cores, a two-GPU 64-core host whose storage saturates at ~12 workers, a CPU-only 8-core
+    host) and twelve new seeds of the randomised family."""
+    lands = [
+        Landscape("seventeenth-40core-b64", "40 cores (20 physical), 1 GPU, decode-bound to "
+                  "~30 workers, best batch 64, a modest queue effect",
+                  server(cores=40, per_worker=26.0, knee=30.0, serial=22.0, contention=0.35,
+                  fixed_ms=5.0, per_image_ms=0.6, best_batch=64, batch_width=3.0, hide=0.2,
+                  pin_gain=0.05, s0=0.3, s1=0.03), cpus=40, physical=20, gpus=1, noise=0.04,
+                  held_out=True),
+        Landscape("seventeenth-laptop-peak-3", "8 threads (4 physical), a laptop GPU: the "
+                  "loader peaks at ~3 workers (steep contention beyond), best batch 8, 5% "
+                  "noise",
+                  server(cores=4, per_worker=60.0, knee=3.0, serial=40.0, contention=0.5,
+                  fixed_ms=6.0, per_image_ms=1.5, best_batch=8, batch_width=1.8, hide=0.1,
+                  pin_gain=0.03, s0=0.4, s1=0.05), cpus=8, physical=4, gpus=1, noise=0.05,
+                  held_out=True),
+        Landscape("seventeenth-pf8-12", "12 cores, 1 GPU: the deepest queue is best (prefetch "
+                  "8, 4% a halving), decode-bound to ~10 workers, best batch 32",
+                  queue_hump(server(cores=12, per_worker=36.0, knee=10.0, serial=28.0,
+                  contention=0.3, fixed_ms=5.0, per_image_ms=0.8, best_batch=32,
+                  batch_width=2.5, hide=0.0, pin_gain=0.04, s0=0.3, s1=0.03), best=8,
+                  cost=0.04), cpus=12, physical=6, gpus=1, noise=0.04, held_out=True),
+        Landscape("seventeenth-2gpu-storage-64", "64 cores, 2 GPUs, storage-bound: the rate "
+                  "saturates at ~12 workers and sags slowly beyond, best batch 32",
+                  server(cores=64, per_worker=22.0, knee=12.0, serial=20.0, contention=0.05,
+                  fixed_ms=5.0, per_image_ms=0.5, best_batch=32, batch_width=2.5, hide=0.2,
+                  pin_gain=0.04, s0=0.3, s1=0.03), cpus=64, physical=32, gpus=2, noise=0.04,
+                  held_out=True),
+        Landscape("seventeenth-cpu-8", "8 cores, no GPU: the model trains on the same cores, "
+                  "the rate peaks at ~2-3 workers, best batch 16",
+                  server(cores=4, per_worker=10.0, knee=2.5, serial=8.0, contention=0.3,
+                  fixed_ms=60.0, per_image_ms=25.0, best_batch=16, batch_width=1.8, hide=0.1,
+                  pin_gain=0.0, s0=0.5, s1=0.08), cpus=8, physical=4, noise=0.05,
+                  held_out=True),
+    ]  # fmt: skip
+    return lands + renamed_family("seventeenth", SEVENTEENTH_SEEDS)
+
+
+SEVENTEENTH_SEEDS = tuple(range(2501, 2513))
+
+# The 2nd to 17th held-out sets, each written before one design change, in the order written:
 # name -> the landscapes (each set's tables in benchmarks/data/zoo-NAME/, its replay's pages
 # docs/benchmarks/landscape-zoo-NAME.*).
 HELD_OUT_SETS: dict[str, Callable[[], list[Landscape]]] = {
@@ -931,7 +978,7 @@ HELD_OUT_SETS: dict[str, Callable[[], list[Landscape]]] = {
     "seventh": seventh, "eighth": eighth, "ninth": ninth, "tenth": tenth,
     "eleventh": eleventh, "twelfth": twelfth, "thirteenth": thirteenth,
     "fourteenth": fourteenth, "fifteenth": fifteenth,
-    "sixteenth": sixteenth,
+    "sixteenth": sixteenth, "seventeenth": seventeenth,
 }  # fmt: skip
 
 
