@@ -23,8 +23,10 @@ only, drawn before stop 36's flat-workers rule), into benchmarks/data/zoo-fourte
 fourteenth (``fourteenth-*``, family seeds only, drawn before that rule's descent), into
 benchmarks/data/zoo-fifteenth/ the fifteenth (``fifteenth-*``, written after stop 36 landed),
 into benchmarks/data/zoo-sixteenth/ the sixteenth (``sixteenth-*``, written before stop 37's
-change and not looked at while designing it) and into benchmarks/data/zoo-seventeenth/ the
-seventeenth (``seventeenth-*``, written after that change and before any replay of it).
+change and not looked at while designing it), into benchmarks/data/zoo-seventeenth/ the
+seventeenth (``seventeenth-*``, written after that change and before any replay of it) and
+into benchmarks/data/zoo-eighteenth/ the eighteenth (``eighteenth-*``, written before stop 39's
+change).
 
     .venv/bin/python benchmarks/make_zoo.py            # a few seconds
 """

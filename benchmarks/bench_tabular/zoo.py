@@ -970,7 +970,57 @@ def seventeenth() -> list[Landscape]:
 
 SEVENTEENTH_SEEDS = tuple(range(2501, 2513))
 
-# The 2nd to 17th held-out sets, each written before one design change, in the order written:
+
+def eighteenth() -> list[Landscape]:
+    """The eighteenth held-out set (issue 23, stop 39): written after the fifteenth set's
+    traces (fifteenth-persist-costs-12: persistence that costs is a late check) and before
+    any change they lead to; replayed only before it and for its final figures. Five hosts:
+    persistence that costs a little on 20 cores, persistence worth ~15% on 16 cores (the risk
+    of checking it earlier), a two-GPU 24-core host whose best prefetch is 2 and whose
+    persistent workers grow, a 48-core storage-bound host, a 6-core host with a peak at 5
+    workers; and twelve new seeds of the randomised family."""
+    lands = [
+        Landscape("eighteenth-persist-leak-20", "20 cores, 1 GPU: persistent workers grow (6% "
+                  "per 20 workers), a worker start is cheap (0.15 s), decode-bound to ~14 "
+                  "workers, best batch 32",
+                  memory_tight(server(cores=20, per_worker=32.0, knee=14.0, serial=26.0,
+                  contention=0.3, fixed_ms=5.0, per_image_ms=0.7, best_batch=32,
+                  batch_width=2.5, hide=0.15, pin_gain=0.04, s0=0.15, s1=0.005),
+                  budget=1e12, slope=0.0, leak=0.06, cores=20), cpus=20, physical=10,
+                  gpus=1, noise=0.04, held_out=True),
+        Landscape("eighteenth-persist-pays-16", "16 cores, 1 GPU: a worker start of 2 s "
+                  "(a large dataset object) makes persistence worth ~15%, decode-bound to ~12 "
+                  "workers, best batch 32",
+                  server(cores=16, per_worker=34.0, knee=12.0, serial=26.0, contention=0.3,
+                  fixed_ms=5.0, per_image_ms=0.8, best_batch=32, batch_width=2.5, hide=0.15,
+                  pin_gain=0.04, s0=2.0, s1=0.08), cpus=16, physical=8, gpus=1, noise=0.04,
+                  held_out=True),
+        Landscape("eighteenth-2gpu-pf2-leak-24", "24 cores, 2 GPUs: prefetch 2 is best (4% a "
+                  "doubling away) and persistent workers grow (8% per 24 workers), "
+                  "decode-bound to ~18 workers, best batch 64",
+                  memory_tight(queue_hump(server(cores=24, per_worker=28.0, knee=18.0,
+                  serial=22.0, contention=0.3, fixed_ms=5.0, per_image_ms=0.6, best_batch=64,
+                  batch_width=2.5, hide=0.0, pin_gain=0.05, s0=0.2, s1=0.01), best=2,
+                  cost=0.04), budget=1e12, slope=0.0, leak=0.08, cores=24), cpus=24,
+                  physical=12, gpus=2, noise=0.04, held_out=True),
+        Landscape("eighteenth-storage-48", "48 cores, 1 GPU, storage-bound: the rate saturates "
+                  "at ~8 workers, a deep queue hides the reads (prefetch 8 ~8% above 2), best "
+                  "batch 64",
+                  server(cores=48, per_worker=45.0, knee=8.0, serial=30.0, contention=0.03,
+                  fixed_ms=6.0, per_image_ms=0.5, best_batch=64, batch_width=3.0, hide=0.35,
+                  pin_gain=0.03, s0=0.3, s1=0.02), cpus=48, physical=24, gpus=1, noise=0.04,
+                  held_out=True),
+        Landscape("eighteenth-peak-5-6", "6 cores, 1 GPU: the loader peaks at 5 workers (8% "
+                  "above 4), best batch 16",
+                  peak_at(5, cores=6, best_batch=16, drop=0.08), cpus=6, physical=6, gpus=1,
+                  noise=0.04, held_out=True),
+    ]  # fmt: skip
+    return lands + renamed_family("eighteenth", EIGHTEENTH_SEEDS)
+
+
+EIGHTEENTH_SEEDS = tuple(range(2521, 2533))
+
+# The 2nd to 18th held-out sets, each written before one design change, in the order written:
 # name -> the landscapes (each set's tables in benchmarks/data/zoo-NAME/, its replay's pages
 # docs/benchmarks/landscape-zoo-NAME.*).
 HELD_OUT_SETS: dict[str, Callable[[], list[Landscape]]] = {
@@ -979,6 +1029,7 @@ HELD_OUT_SETS: dict[str, Callable[[], list[Landscape]]] = {
     "eleventh": eleventh, "twelfth": twelfth, "thirteenth": thirteenth,
     "fourteenth": fourteenth, "fifteenth": fifteenth,
     "sixteenth": sixteenth, "seventeenth": seventeenth,
+    "eighteenth": eighteenth,
 }  # fmt: skip
 
 
