@@ -228,6 +228,13 @@ def plot(data: dict[str, Any], path: Path) -> None:
     plt.close(fig)
 
 
+def int_budgets(by_method: dict[str, Any]) -> dict[str, Any]:
+    """A landscape's methods as a run's JSON holds them, with the budgets as numbers again
+    (JSON keys are strings)."""
+    return {m: {**s, "budgets": {int(b): v for b, v in s["budgets"].items()}}
+            for m, s in by_method.items()}  # fmt: skip
+
+
 def reuse(summary: dict[str, Any], names: list[str], path: Path, *, seeds: int) -> list[str]:
     """Add to ``summary`` the methods of the earlier run at ``path`` that it lacks (the
     replay is deterministic per method, landscape and seed: the same code gives the same
@@ -239,9 +246,8 @@ def reuse(summary: dict[str, Any], names: list[str], path: Path, *, seeds: int) 
     for land, by_method in old["summary"].items():
         if land not in summary:
             continue
-        for method, s in by_method.items():
+        for method, s in int_budgets(by_method).items():
             if method not in summary[land]:
-                s = {**s, "budgets": {int(b): v for b, v in s["budgets"].items()}}
                 summary[land][method] = s
                 added.append(method)
     order = [*dict.fromkeys([*names, *added])]
@@ -260,9 +266,7 @@ def merge(paths: list[Path], out: Path, *, which: str) -> int:
     summary: dict[str, Any] = {}
     for run in runs:
         for land, by_method in run["summary"].items():
-            summary.setdefault(land, {}).update({m: {**s, "budgets": {int(b): v for b, v in
-                                                 s["budgets"].items()}}
-                                                 for m, s in by_method.items()})  # fmt: skip
+            summary.setdefault(land, {}).update(int_budgets(by_method))
     methods = list(dict.fromkeys(m for run in runs for m in run["methods"]))
     methods.sort(key=lambda m: m == "random search")
     stem = STEMS[which]

@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from zoo_replay import STEMS, TARGET_BUDGET, TARGET_MEDIAN, TARGET_P10, verdicts
+from zoo_replay import STEMS, TARGET_BUDGET, TARGET_MEDIAN, TARGET_P10, int_budgets, verdicts
 
 HERE = Path(__file__).resolve().parent
 DOCS = HERE.parent / "docs" / "benchmarks"
@@ -41,9 +41,7 @@ def load(folder: Path) -> dict[str, tuple[str, dict[str, Any]]]:
             continue
         data = json.loads(path.read_text())
         for land, by_method in data["summary"].items():
-            fixed = {m: {**s, "budgets": {int(b): v for b, v in s["budgets"].items()}}
-                     for m, s in by_method.items()}  # fmt: skip
-            out[land] = (which, fixed)
+            out[land] = (which, int_budgets(by_method))
     return out
 
 

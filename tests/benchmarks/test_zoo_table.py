@@ -1,0 +1,62 @@
+"""benchmarks/zoo_table.py: the zoo's counts against issue 23's targets and the rewrite of
+docs/benchmarks.md's table, from a set's replay JSON (as zoo_replay.py writes it)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import zoo_table  # noqa: E402
+
+BUDGETS = (6, 10, 14, 20, 40)
+
+
+def summary(median: float, p10: float) -> dict[str, object]:
+    """One method's cells: the same median and 10th percentile at every budget (JSON keys)."""
+    return {"budgets": {str(b): {"median": median, "p10": p10} for b in BUDGETS}}
+
+
+def write_set(folder: Path, stem: str, lands: dict[str, tuple[float, float]]) -> None:
+    data = {"summary": {
+        land: {zoo_table.DEFAULT: summary(*mine), zoo_table.TPE: summary(0.90, 0.80),
+               zoo_table.RANDOM: summary(0.85, 0.70)}
+        for land, mine in lands.items()
+    }}  # fmt: skip
+    (folder / f"{stem}.json").write_text(json.dumps(data))
+
+
+def test_counts_and_misses_follow_the_targets(tmp_path: Path) -> None:
+    write_set(tmp_path, "landscape-zoo-unseen", {
+        "unseen-a": (0.99, 0.95),  # every target
+        "unseen-b": (0.96, 0.95),  # median below 97% at 14
+        "unseen-c": (0.98, 0.92),  # 10th percentile below 93% at 14
+    })  # fmt: skip
+    got = zoo_table.counts(zoo_table.load(tmp_path))
+    assert got["sets"]["unseen"] == {"landscapes": 3, "median": 2, "p10": 2, "every": 1}
+    assert got["total"]["every"] == 1
+    assert set(got["misses"]) == {"unseen-b", "unseen-c"}
+    assert got["misses"]["unseen-b"] == ["median 96.0% at 14"]
+
+
+def test_update_keeps_each_row_s_label_and_labels_new_rows(tmp_path: Path) -> None:
+    write_set(tmp_path, "landscape-zoo-unseen", {"unseen-a": (0.99, 0.95),
+                                                 "unseen-new": (0.97, 0.93)})  # fmt: skip
+    page = tmp_path / "page.md"
+    page.write_text("\n".join([
+        "before", zoo_table.HEADER, "|---|---|---|---|",
+        "| *held out (stop 1):* unseen-a | 1/1 · 1/1 · 1/1 | - | - |",
+        "| gone-from-the-json | 1/1 · 1/1 · 1/1 | - | - |",
+        "", "after",
+    ]))  # fmt: skip
+    zoo = zoo_table.load(tmp_path)
+    assert zoo_table.update(page, zoo, {"unseen": "held out (stop 2)"}) == 2
+    lines = page.read_text().splitlines()
+    assert lines[3] == ("| *held out (stop 1):* unseen-a | 99/95 · 99/95 · 99/95 | "
+                        "90/80 · 90/80 · 90/80 | 85/70 · 85/70 · 85/70 |")  # fmt: skip
+    assert lines[4].startswith("| *held out (stop 2):* unseen-new | 97/93 ·")
+    assert lines[0] == "before" and lines[-1] == "after"
+    assert not any("gone-from-the-json" in line for line in lines)
