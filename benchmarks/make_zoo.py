@@ -24,9 +24,10 @@ fourteenth (``fourteenth-*``, family seeds only, drawn before that rule's descen
 benchmarks/data/zoo-fifteenth/ the fifteenth (``fifteenth-*``, written after stop 36 landed),
 into benchmarks/data/zoo-sixteenth/ the sixteenth (``sixteenth-*``, written before stop 37's
 change and not looked at while designing it), into benchmarks/data/zoo-seventeenth/ the
-seventeenth (``seventeenth-*``, written after that change and before any replay of it) and
+seventeenth (``seventeenth-*``, written after that change and before any replay of it),
 into benchmarks/data/zoo-eighteenth/ the eighteenth (``eighteenth-*``, written before stop 39's
-change).
+change) and into benchmarks/data/zoo-nineteenth/ the nineteenth (``nineteenth-*``, written
+before stop 40's settle change).
 
     .venv/bin/python benchmarks/make_zoo.py            # a few seconds
 """
