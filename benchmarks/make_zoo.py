@@ -26,8 +26,9 @@ into benchmarks/data/zoo-sixteenth/ the sixteenth (``sixteenth-*``, written befo
 change and not looked at while designing it), into benchmarks/data/zoo-seventeenth/ the
 seventeenth (``seventeenth-*``, written after that change and before any replay of it),
 into benchmarks/data/zoo-eighteenth/ the eighteenth (``eighteenth-*``, written before stop 39's
-change) and into benchmarks/data/zoo-nineteenth/ the nineteenth (``nineteenth-*``, written
-before stop 40's settle change).
+change), into benchmarks/data/zoo-nineteenth/ the nineteenth (``nineteenth-*``, written
+before stop 40's settle change) and into benchmarks/data/zoo-twentieth/ the twentieth
+(``twentieth-*``, written before stop 40's change to the workers' first direction).
 
     .venv/bin/python benchmarks/make_zoo.py            # a few seconds
 """
