@@ -27,8 +27,10 @@ change and not looked at while designing it), into benchmarks/data/zoo-seventeen
 seventeenth (``seventeenth-*``, written after that change and before any replay of it),
 into benchmarks/data/zoo-eighteenth/ the eighteenth (``eighteenth-*``, written before stop 39's
 change), into benchmarks/data/zoo-nineteenth/ the nineteenth (``nineteenth-*``, written
-before stop 40's settle change) and into benchmarks/data/zoo-twentieth/ the twentieth
-(``twentieth-*``, written before stop 40's change to the workers' first direction).
+before stop 40's settle change), into benchmarks/data/zoo-twentieth/ the twentieth
+(``twentieth-*``, written before stop 40's change to the workers' first direction) and into
+benchmarks/data/zoo-twentyfirst/ the twenty-first (``twentyfirst-*``, written before stop 40's
+second change).
 
     .venv/bin/python benchmarks/make_zoo.py            # a few seconds
 """

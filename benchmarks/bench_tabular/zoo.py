@@ -1113,7 +1113,53 @@ def twentieth() -> list[Landscape]:
 
 TWENTIETH_SEEDS = tuple(range(2561, 2573))
 
-# The 2nd to 20th held-out sets, each written before one design change, in the order written:
+
+def twentyfirst() -> list[Landscape]:
+    """The twenty-first held-out set (issue 23, stop 40): written after the twentieth's replay
+    and before stop 40's second change (where a baseline beats the search's start, the first
+    worker step comes before the baseline's workers and batch with the search's settings), as
+    its judge. Hosts whose best batch is small, so that a baseline (batch 16) beats the start
+    (batch 32): 16 cores with batch 8 best and the optimum above the baselines' 8 workers, an
+    8-thread host peaking at 5 workers, a 12-thread CPU-only host peaking at ~6, 24 cores whose
+    persistent workers grow, two GPUs on 32 cores on storage; and twelve new seeds of the
+    randomised family."""
+    lands = [
+        Landscape("twentyfirst-b8-16", "16 cores (8 physical), 1 GPU: batch 8 best (16 "
+                  "at 80%), the rate peaks at ~16 workers",
+                  server(cores=16, per_worker=30.0, knee=12.0, serial=24.0, contention=0.3,
+                  fixed_ms=3.0, per_image_ms=0.8, best_batch=8, batch_width=1.5, hide=0.15,
+                  pin_gain=0.04, s0=0.3, s1=0.03), cpus=16, physical=8, gpus=1, noise=0.04,
+                  held_out=True),
+        Landscape("twentyfirst-peak-5-8", "8 threads (4 physical), 1 GPU: the loader peaks at "
+                  "5 workers (8% above 4), best batch 16",
+                  peak_at(5, cores=8, best_batch=16, drop=0.08), cpus=8, physical=4, gpus=1,
+                  noise=0.04, held_out=True),
+        Landscape("twentyfirst-cpu-12", "12 threads (6 physical), no GPU: the model trains on "
+                  "the same cores, the rate peaks at ~5-6 workers, best batch 16, 5% noise",
+                  server(cores=6, per_worker=12.0, knee=3.0, serial=9.0, contention=0.3,
+                  fixed_ms=50.0, per_image_ms=20.0, best_batch=16, batch_width=1.5, hide=0.1,
+                  pin_gain=0.0, s0=0.5, s1=0.06), cpus=12, physical=6, noise=0.05,
+                  held_out=True),
+        Landscape("twentyfirst-leak-b16-24", "24 cores (12 physical), 1 GPU: persistent "
+                  "workers grow (7% per 24 workers), the rate rises to ~24 workers, best batch 16",
+                  memory_tight(server(cores=24, per_worker=30.0, knee=16.0, serial=24.0,
+                  contention=0.3, fixed_ms=4.0, per_image_ms=0.7, best_batch=16,
+                  batch_width=1.8, hide=0.15, pin_gain=0.04, s0=0.15, s1=0.005),
+                  budget=1e12, slope=0.0, leak=0.07, cores=24), cpus=24, physical=12,
+                  gpus=1, noise=0.04, held_out=True),
+        Landscape("twentyfirst-2gpu-storage-32", "32 cores (16 physical), 2 GPUs, "
+                  "storage-bound: the rate rises to the range's top (32), best batch 16",
+                  server(cores=32, per_worker=24.0, knee=20.0, serial=20.0, contention=0.05,
+                  fixed_ms=4.0, per_image_ms=0.6, best_batch=16, batch_width=1.8, hide=0.25,
+                  pin_gain=0.04, s0=0.3, s1=0.03), cpus=32, physical=16, gpus=2, noise=0.04,
+                  held_out=True),
+    ]  # fmt: skip
+    return lands + renamed_family("twentyfirst", TWENTYFIRST_SEEDS)
+
+
+TWENTYFIRST_SEEDS = tuple(range(2581, 2593))
+
+# The 2nd to 21st held-out sets, each written before one design change, in the order written:
 # name -> the landscapes (each set's tables in benchmarks/data/zoo-NAME/, its replay's pages
 # docs/benchmarks/landscape-zoo-NAME.*).
 HELD_OUT_SETS: dict[str, Callable[[], list[Landscape]]] = {
@@ -1123,7 +1169,7 @@ HELD_OUT_SETS: dict[str, Callable[[], list[Landscape]]] = {
     "fourteenth": fourteenth, "fifteenth": fifteenth,
     "sixteenth": sixteenth, "seventeenth": seventeenth,
     "eighteenth": eighteenth, "nineteenth": nineteenth,
-    "twentieth": twentieth,
+    "twentieth": twentieth, "twentyfirst": twentyfirst,
 }  # fmt: skip
 
 
