@@ -29,8 +29,8 @@ into benchmarks/data/zoo-eighteenth/ the eighteenth (``eighteenth-*``, written b
 change), into benchmarks/data/zoo-nineteenth/ the nineteenth (``nineteenth-*``, written
 before stop 40's settle change), into benchmarks/data/zoo-twentieth/ the twentieth
 (``twentieth-*``, written before stop 40's change to the workers' first direction) and into
-benchmarks/data/zoo-twentyfirst/ the twenty-first (``twentyfirst-*``, written before stop 40's
-second change).
+benchmarks/data/zoo-twentyfirst/ the twenty-first (``twentyfirst-*``, written for a second
+change of stop 40 that was dropped before it was written).
 
     .venv/bin/python benchmarks/make_zoo.py            # a few seconds
 """
