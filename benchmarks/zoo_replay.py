@@ -67,7 +67,7 @@ from bench_tabular.replay import (
 HERE = Path(__file__).resolve().parent
 MEASURED = HERE / "data" / "tabular-grid.json.gz"
 ZOO = HERE / "data" / "zoo"
-# the 2nd to 16th held-out sets' folders (bench_tabular.zoo.HELD_OUT_SETS)
+# the 2nd to 21st held-out sets' folders (bench_tabular.zoo.HELD_OUT_SETS)
 HELD_OUT_SETS = {name: HERE / "data" / f"zoo-{name}" for name in zoo.HELD_OUT_SETS}
 # the files each set's replay writes (Markdown, JSON, plot)
 STEMS = {"design": "landscape-zoo", "held-out": "landscape-zoo-held-out",

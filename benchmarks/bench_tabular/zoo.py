@@ -1023,13 +1023,13 @@ EIGHTEENTH_SEEDS = tuple(range(2521, 2533))
 
 def nineteenth() -> list[Landscape]:
     """The nineteenth held-out set (issue 26, stop 40): written before this stop's settle
-    change (a study settles sooner once the walk has measured every move around its best) and
-    before any replay of it, to judge that change and the search: five hosts (a 2-core CPU-only
-    host like the quick start's, where most configurations lie within ~10%; a 32-core host
-    whose loader peaks at 10 workers; a 4-core workstation whose largest batch is best; a
-    24-core host on network storage whose queue is best 6 deep, between the table's rungs; a
-    16-core two-GPU host where the batch barely matters) and twelve new seeds of the randomised
-    family."""
+    experiment (a study that settles sooner once the walk has measured every move around its
+    best; turned down on the design set) and before any replay of it: five hosts (a 2-core
+    CPU-only host like the quick start's, where half the configurations with workers lie
+    within ~9%; a 32-core host whose loader peaks at 10 workers; a 4-core workstation whose
+    largest batch is best; a 24-core host on network storage whose queue is best 6 deep,
+    between the table's rungs; a 16-core two-GPU host where the batch barely matters) and
+    twelve new seeds of the randomised family."""
     lands = [
         Landscape("nineteenth-cpu-2", "2 cores, no GPU: the model trains on the same cores, "
                   "half the configurations with workers within ~9% of the best (2 workers, "
@@ -1070,13 +1070,13 @@ NINETEENTH_SEEDS = tuple(range(2541, 2553))
 
 def twentieth() -> list[Landscape]:
     """The twentieth held-out set (issue 23, stop 40): written before stop 40's change to the
-    workers' first direction and before any replay of it, as its judge. Hosts where two of the
-    three baselines' rules name the same worker count (the article's 2 x physical cores and
-    Ultralytics' ``min(cpus // gpus, 8)`` meet on an 8-, 6- or 4-thread host) and the risk of
-    the change (an optimum above the CPUs, where the reads wait on storage): an 8-thread host
-    on network storage, a 6-thread host peaking at 3 workers, a 4-thread CPU-only host, a
-    12-core host without SMT, an 8-thread two-GPU host; and twelve new seeds of the randomised
-    family."""
+    workers' first direction and before any replay of it, as its judge (it turned the change
+    down). Three hosts where two of the three baselines' rules name the same worker count (the
+    article's 2 x physical cores and Ultralytics' ``min(cpus // gpus, 8)`` meet on an 8-, 6-
+    or 4-thread host): an 8-thread host on network storage, the change's risk (an optimum
+    above the CPUs, where the reads wait), a 6-thread host peaking at 3 workers, a 4-thread
+    CPU-only host; and where the rules differ, a 12-core host without SMT and an 8-thread
+    two-GPU host; and twelve new seeds of the randomised family."""
     lands = [
         Landscape("twentieth-storage-8", "8 threads (4 physical), 1 GPU, network storage: "
                   "reads wait, so the rate grows with workers past the CPUs to the range's top "
@@ -1122,7 +1122,7 @@ def twentyfirst() -> list[Landscape]:
     it was never written: replayed once, every method, the search as it stands. Hosts whose
     best batch is small, so that a baseline (batch 16) beats the start
     (batch 32): 16 cores with batch 8 best and the optimum above the baselines' 8 workers, an
-    8-thread host peaking at 5 workers, a 12-thread CPU-only host peaking at ~6, 24 cores whose
+    8-thread host peaking at 5 workers, a 12-thread CPU-only host peaking at ~5-6, 24 cores whose
     persistent workers grow, two GPUs on 32 cores on storage; and twelve new seeds of the
     randomised family."""
     lands = [
