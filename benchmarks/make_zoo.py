@@ -30,7 +30,9 @@ change), into benchmarks/data/zoo-nineteenth/ the nineteenth (``nineteenth-*``, 
 before stop 40's settle change), into benchmarks/data/zoo-twentieth/ the twentieth
 (``twentieth-*``, written before stop 40's change to the workers' first direction) and into
 benchmarks/data/zoo-twentyfirst/ the twenty-first (``twentyfirst-*``, written for a second
-change of stop 40 that was dropped before it was written).
+change of stop 40 that was dropped before it was written) and into
+benchmarks/data/zoo-twentysecond/ the twenty-second (``twentysecond-*``, written before a gated
+form of stop 40's worker rule).
 
     .venv/bin/python benchmarks/make_zoo.py            # a few seconds
 """
