@@ -27,14 +27,17 @@ change and not looked at while designing it), into benchmarks/data/zoo-seventeen
 seventeenth (``seventeenth-*``, written after that change and before any replay of it),
 into benchmarks/data/zoo-eighteenth/ the eighteenth (``eighteenth-*``, written before stop 39's
 change), into benchmarks/data/zoo-nineteenth/ the nineteenth (``nineteenth-*``, written
-before stop 40's settle change), into benchmarks/data/zoo-twentieth/ the twentieth
-(``twentieth-*``, written before stop 40's change to the workers' first direction) and into
+before stop 40's settle experiment), into benchmarks/data/zoo-twentieth/ the twentieth
+(``twentieth-*``, written before stop 40's change to the workers' first direction), into
 benchmarks/data/zoo-twentyfirst/ the twenty-first (``twentyfirst-*``, written for a second
 change of stop 40 that was dropped before it was written) and into
 benchmarks/data/zoo-twentysecond/ the twenty-second (``twentysecond-*``, written before a gated
 form of stop 40's worker rule).
 
     .venv/bin/python benchmarks/make_zoo.py            # a few seconds
+    .venv/bin/python benchmarks/make_zoo.py --set twentysecond   # one set's tables only
+
+A new held-out set is written with ``--set NAME``: the other sets' tables stay as committed.
 """
 
 from __future__ import annotations
@@ -54,10 +57,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=HERE / "data" / "zoo")
     for name in HELD_OUT_SETS:
         p.add_argument(f"--{name}-out", type=Path, default=HERE / "data" / f"zoo-{name}")
+    p.add_argument("--set", default="all", choices=("all", "design", *HELD_OUT_SETS),
+                   help="write only this set's tables (design: the design landscapes and "
+                   "heldout-*)")  # fmt: skip
     args = p.parse_args(argv)
-    sets = [(land, args.out) for land in [*zoo(), *(held_out(s) for s in HELD_OUT_SEEDS)]]
+    sets = []
+    if args.set in ("all", "design"):
+        sets += [(land, args.out) for land in [*zoo(), *(held_out(s) for s in HELD_OUT_SEEDS)]]
     for name, lands in HELD_OUT_SETS.items():
-        sets += [(land, getattr(args, f"{name}_out")) for land in lands()]
+        if args.set in ("all", name):
+            sets += [(land, getattr(args, f"{name}_out")) for land in lands()]
     for land, folder in sets:
         data = table_data(land)
         meta = {**data["meta"], "points": data["points"]}

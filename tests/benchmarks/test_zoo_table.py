@@ -60,3 +60,20 @@ def test_update_keeps_each_row_s_label_and_labels_new_rows(tmp_path: Path) -> No
     assert lines[4].startswith("| *held out (stop 2):* unseen-new | 97/93 ·")
     assert lines[0] == "before" and lines[-1] == "after"
     assert not any("gone-from-the-json" in line for line in lines)
+
+
+def test_make_zoo_writes_one_set_alone(tmp_path: Path) -> None:
+    """``make_zoo.py --set NAME`` writes that set's tables, as the full run writes them, and
+    no other set's (a new held-out set leaves the committed ones as they are)."""
+    import gzip
+
+    import make_zoo
+
+    out, other = tmp_path / "twentysecond", tmp_path / "design"
+    assert make_zoo.main(["--set", "twentysecond", "--twentysecond-out", str(out),
+                          "--out", str(other)]) == 0  # fmt: skip
+    written = sorted(p.name for p in out.glob("*.json.gz"))
+    assert len(written) == 17 and "twentysecond-peak-4-8.json.gz" in written
+    assert not other.exists()
+    committed = ROOT / "benchmarks" / "data" / "zoo-twentysecond" / written[0]
+    assert gzip.open(out / written[0]).read() == gzip.open(committed).read()
