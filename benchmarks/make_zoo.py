@@ -30,9 +30,11 @@ change), into benchmarks/data/zoo-nineteenth/ the nineteenth (``nineteenth-*``, 
 before stop 40's settle experiment), into benchmarks/data/zoo-twentieth/ the twentieth
 (``twentieth-*``, written before stop 40's change to the workers' first direction), into
 benchmarks/data/zoo-twentyfirst/ the twenty-first (``twentyfirst-*``, written for a second
-change of stop 40 that was dropped before it was written) and into
+change of stop 40 that was dropped before it was written), into
 benchmarks/data/zoo-twentysecond/ the twenty-second (``twentysecond-*``, written before a gated
-form of stop 40's worker rule).
+form of stop 40's worker rule) and into benchmarks/data/zoo-twentythird/ the twenty-third
+(``twentythird-*``, noisy hosts, written before stop 41's change to the confirmation's
+finalists).
 
     .venv/bin/python benchmarks/make_zoo.py            # a few seconds
     .venv/bin/python benchmarks/make_zoo.py --set twentysecond   # one set's tables only
