@@ -33,8 +33,8 @@ benchmarks/data/zoo-twentyfirst/ the twenty-first (``twentyfirst-*``, written fo
 change of stop 40 that was dropped before it was written), into
 benchmarks/data/zoo-twentysecond/ the twenty-second (``twentysecond-*``, written before a gated
 form of stop 40's worker rule) and into benchmarks/data/zoo-twentythird/ the twenty-third
-(``twentythird-*``, noisy hosts, written before stop 41's change to the confirmation's
-finalists).
+(``twentythird-*``, noisy hosts, written after stop 41's traces of the misses at budget 14
+and before any change they lead to).
 
     .venv/bin/python benchmarks/make_zoo.py            # a few seconds
     .venv/bin/python benchmarks/make_zoo.py --set twentysecond   # one set's tables only

@@ -40,6 +40,9 @@ def test_counts_and_misses_follow_the_targets(tmp_path: Path) -> None:
     assert got["total"]["every"] == 1
     assert set(got["misses"]) == {"unseen-b", "unseen-c"}
     assert got["misses"]["unseen-b"] == ["median 96.0% at 14"]
+    # the budget-14 targets alone, per method: TPE (90/80) and random search (85/70) nowhere
+    assert got["methods"] == {zoo_table.DEFAULT: (1, 3), zoo_table.TPE: (0, 3),
+                              zoo_table.RANDOM: (0, 3)}  # fmt: skip
 
 
 def test_update_keeps_each_row_s_label_and_labels_new_rows(tmp_path: Path) -> None:
