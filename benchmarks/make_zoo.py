@@ -32,9 +32,11 @@ before stop 40's settle experiment), into benchmarks/data/zoo-twentieth/ the twe
 benchmarks/data/zoo-twentyfirst/ the twenty-first (``twentyfirst-*``, written for a second
 change of stop 40 that was dropped before it was written), into
 benchmarks/data/zoo-twentysecond/ the twenty-second (``twentysecond-*``, written before a gated
-form of stop 40's worker rule) and into benchmarks/data/zoo-twentythird/ the twenty-third
+form of stop 40's worker rule), into benchmarks/data/zoo-twentythird/ the twenty-third
 (``twentythird-*``, noisy hosts, written after stop 41's traces of the misses at budget 14
-and before any change they lead to).
+and before any change they lead to) and into benchmarks/data/zoo-twentyfourth/ the
+twenty-fourth (``twentyfourth-*``, optima at either end of the batch ladder, written before
+stop 42's change).
 
     .venv/bin/python benchmarks/make_zoo.py            # a few seconds
     .venv/bin/python benchmarks/make_zoo.py --set twentysecond   # one set's tables only
