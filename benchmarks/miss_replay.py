@@ -1,0 +1,140 @@
+#!/usr/bin/env python
+"""A quick check of a change to the default search: replay it alone, at a few budgets, on
+chosen landscapes of every set (by default those where the committed replays say it misses a
+budget-14 target), and print each beside the committed figures.
+
+    nice .venv/bin/python benchmarks/miss_replay.py          # the budget-14 misses, ~2 min
+    nice .venv/bin/python benchmarks/miss_replay.py --landscapes peak-5,heldout-2304
+    nice .venv/bin/python benchmarks/miss_replay.py --set twentyfourth   # one set's landscapes
+    nice .venv/bin/python benchmarks/miss_replay.py --budgets 14 --out /tmp/control.json
+    nice .venv/bin/python benchmarks/miss_replay.py --budgets 14 --against /tmp/control.json
+
+Each seed runs one study up to the largest budget asked for (budgets 6, 10 and 14, the
+default: about a third of the work of ``zoo_replay.py``'s runs to 40), with the fair replay's
+fresh draws and its seeds. The confirmation at each budget draws from the same stream as the
+trials, so with the default budgets (those of ``zoo_replay.py`` up to 14) a figure here equals
+the committed one while the search is unchanged; other budgets draw other measurements, and a
+change is then judged against a control run of the unchanged code (``--out``, then
+``--against``). It is a screen, not a verdict: a change that passes it is replayed on every
+set with every method (``zoo_replay.py``), where budgets 20 and 40 and the rivals are checked.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import multiprocessing
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import zoo_replay
+from bench_tabular.replay import loadersearch_methods, replay_seed, setup, summarise
+from zoo_replay import int_budgets
+from zoo_table import DEFAULT, DOCS, counts, load
+
+_STATE: dict[str, Any] = {}
+
+
+def _job(task: tuple[str, int, tuple[int, ...]]) -> list[dict[str, Any]]:
+    name, seed, budgets = task
+    if name not in _STATE:
+        _STATE[name] = setup(_STATE["paths"][name])
+    s = _STATE[name]
+    method = loadersearch_methods(["structured"])[0]
+    rows = replay_seed(method, s["table"], s["space"], workload=s["workload"], plan=s["plan"],
+                       hardware=s["hardware"], seed=seed, budgets=list(budgets), gpu=s["gpu"],
+                       fair=True)  # fmt: skip
+    return [{**r, "landscape": name} for r in rows]
+
+
+def _init(paths: dict[str, Path]) -> None:
+    zoo_replay._init(paths)
+    _STATE["paths"] = paths
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--landscapes", default="", help="comma-separated names (default: the misses)")
+    p.add_argument("--set", choices=[w for w in zoo_replay.STEMS if w != "all"],
+                   help="every landscape of one set (default: the misses)")
+    p.add_argument("--budgets", default="6,10,14", help="comma-separated trial budgets")
+    p.add_argument("--seeds", type=int, default=50)
+    p.add_argument("--jobs", type=int, default=2)
+    p.add_argument("--docs", type=Path, default=DOCS, help="the committed replays' JSON")
+    p.add_argument("--out", type=Path, help="write this run's summary here (JSON)")
+    p.add_argument("--against", type=Path, help="an earlier run's --out: compare with it "
+                   "instead of the committed replays (same budgets and seeds)")  # fmt: skip
+    args = p.parse_args(argv)
+    budgets = tuple(sorted(int(b) for b in args.budgets.split(",") if b))
+    committed = load(args.docs)
+    if args.against:
+        earlier = json.loads(args.against.read_text())
+        committed = {n: ("", {DEFAULT: int_budgets(s)[DEFAULT]})
+                     for n, s in earlier["summary"].items()}  # fmt: skip
+    paths: dict[str, Path] = {}
+    for which in zoo_replay.STEMS:
+        if which not in ("all", "held-out"):
+            paths.update(zoo_replay.landscapes(which))
+    paths.update(zoo_replay.landscapes("held-out"))
+    if args.landscapes:
+        names = args.landscapes.split(",")
+    elif args.set:
+        names = list(zoo_replay.landscapes(args.set))
+    elif args.against:
+        names = list(committed)
+    else:
+        names = sorted(land for land, missed in counts(committed)["misses"].items()
+                       if any(f"at {zoo_replay.TARGET_BUDGET}" in m and "below" not in m
+                              for m in missed))  # fmt: skip
+    unknown = [n for n in names if n not in paths]
+    if unknown:
+        p.error(f"unknown landscape {unknown[0]!r}")
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
+    tasks = [(n, seed, budgets) for n in names for seed in range(args.seeds)]
+    rows: list[dict[str, Any]] = []
+    t0 = time.time()
+    ctx = multiprocessing.get_context("fork")
+    with ctx.Pool(args.jobs, initializer=_init, initargs=({n: paths[n] for n in names},)) as pool:
+        for i, got in enumerate(pool.imap_unordered(_job, tasks, chunksize=2), 1):
+            rows.extend(got)
+            if i % 100 == 0 or i == len(tasks):
+                logging.info("%d/%d runs replayed (%.0f s)", i, len(tasks), time.time() - t0)
+    what = "earlier run" if args.against else "committed"
+    print(f"\nthe default search, {args.seeds} seeds, median / 10th percentile (% of the "
+          f"optimum): now | {what}")
+    print("| landscape | " + " | ".join(f"{b}: now | committed" for b in budgets) + " |")
+    met = {"now": 0, "committed": 0}
+    summary = {n: summarise([r for r in rows if r["landscape"] == n]) for n in names}
+    for n in names:
+        now = summary[n][DEFAULT]["budgets"]
+        old = committed.get(n, ("", {}))[1].get(DEFAULT, {}).get("budgets", {})
+        cells = []
+        for b in budgets:
+            a = f"{100 * now[b]['median']:.1f}/{100 * now[b]['p10']:.1f}"
+            z = f"{100 * old[b]['median']:.1f}/{100 * old[b]['p10']:.1f}" if b in old else "-"
+            cells.append(f"{a} | {z}")
+        print(f"| {n} | " + " | ".join(cells) + " |")
+        t = zoo_replay.TARGET_BUDGET
+        if t in budgets:
+            for key, s in (("now", now), ("committed", old)):
+                met[key] += bool(t in s and s[t]["median"] >= zoo_replay.TARGET_MEDIAN
+                                 and s[t]["p10"] >= zoo_replay.TARGET_P10)  # fmt: skip
+    for b in budgets:
+        q = [r["quality"] for r in rows if r["budget"] == b]
+        print(f"budget {b}: mean quality {100 * statistics.mean(q):.2f}% over {len(q)} runs")
+    if zoo_replay.TARGET_BUDGET in budgets:
+        print(f"budget-14 targets met on {met['now']} of {len(names)} landscapes "
+              f"({what}: {met['committed']})")
+    if args.out:
+        args.out.write_text(json.dumps({"seeds": args.seeds, "budgets": budgets,
+                                        "summary": summary}))  # fmt: skip
+    print(f"replayed in {time.time() - t0:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,41 @@
+"""benchmarks/miss_replay.py: the quick screen of a change to the default search replays the
+committed pages' figures exactly while the search is unchanged (same seeds, same budgets up
+to 14), and compares a run with an earlier one."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import miss_replay  # noqa: E402
+from zoo_table import DEFAULT, DOCS, load  # noqa: E402
+
+LANDSCAPE = "twentythird-2624"  # a landscape that misses a budget-14 target (stop 41)
+
+
+def test_the_screen_reproduces_the_committed_replay_and_compares_with_a_control(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "control.json"
+    assert miss_replay.main(["--landscapes", LANDSCAPE, "--out", str(out)]) == 0
+    got = json.loads(out.read_text())["summary"][LANDSCAPE][DEFAULT]["budgets"]
+    committed = load(DOCS)[LANDSCAPE][1][DEFAULT]["budgets"]
+    for budget in (6, 10, 14):  # the zoo replay's budgets up to 14: the same draws
+        for stat in ("median", "p10"):
+            assert got[str(budget)][stat] == pytest.approx(committed[budget][stat], abs=1e-9)
+    text = capsys.readouterr().out
+    assert "budget-14 targets met on 0 of 1 landscapes (committed: 0)" in text
+
+    # a run against the control: the same figures on both sides
+    assert miss_replay.main(["--budgets", "6,10,14", "--against", str(out), "--seeds", "50"]) == 0
+    text = capsys.readouterr().out
+    row = next(line for line in text.splitlines() if line.startswith(f"| {LANDSCAPE} |"))
+    cells = [c.strip() for c in row.strip("|").split("|")][1:]
+    assert cells[0::2] == cells[1::2]  # now == earlier run, budget by budget
+    assert "(earlier run: 0)" in text
