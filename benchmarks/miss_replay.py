@@ -32,19 +32,25 @@ from pathlib import Path
 from typing import Any
 
 import zoo_replay
-from bench_tabular.replay import loadersearch_methods, replay_seed, setup, summarise
+from bench_tabular.replay import (
+    CONFIRM_ROUNDS,
+    loadersearch_methods,
+    replay_seed,
+    setup,
+    summarise,
+)
 from zoo_replay import int_budgets
 from zoo_table import DEFAULT, DOCS, counts, load
 
 _STATE: dict[str, Any] = {}
 
 
-def _job(task: tuple[str, int, tuple[int, ...]]) -> list[dict[str, Any]]:
-    name, seed, budgets = task
+def _job(task: tuple[str, int, tuple[int, ...], int]) -> list[dict[str, Any]]:
+    name, seed, budgets, rounds = task
     if name not in _STATE:
         _STATE[name] = setup(_STATE["paths"][name])
     s = _STATE[name]
-    method = loadersearch_methods(["structured"])[0]
+    method = loadersearch_methods(["structured"], confirm_rounds=rounds)[0]
     rows = replay_seed(method, s["table"], s["space"], workload=s["workload"], plan=s["plan"],
                        hardware=s["hardware"], seed=seed, budgets=list(budgets), gpu=s["gpu"],
                        fair=True)  # fmt: skip
@@ -59,10 +65,14 @@ def _init(paths: dict[str, Path]) -> None:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--landscapes", default="", help="comma-separated names (default: the misses)")
-    p.add_argument("--set", choices=[w for w in zoo_replay.STEMS if w != "all"],
-                   help="every landscape of one set (default: the misses)")
+    p.add_argument("--set", choices=list(zoo_replay.STEMS),
+                   help="every landscape of one set, or of every set (all); default: the misses")
     p.add_argument("--budgets", default="6,10,14", help="comma-separated trial budgets")
     p.add_argument("--seeds", type=int, default=50)
+    p.add_argument("--seed-offset", type=int, default=0,
+                   help="the first seed (other seeds: a check of how much the figures vary)")
+    p.add_argument("--confirm-rounds", type=int, default=CONFIRM_ROUNDS,
+                   help=f"the confirmation's rounds (default {CONFIRM_ROUNDS}, the run's)")
     p.add_argument("--jobs", type=int, default=2)
     p.add_argument("--docs", type=Path, default=DOCS, help="the committed replays' JSON")
     p.add_argument("--out", type=Path, help="write this run's summary here (JSON)")
@@ -82,6 +92,8 @@ def main(argv: list[str] | None = None) -> int:
     paths.update(zoo_replay.landscapes("held-out"))
     if args.landscapes:
         names = args.landscapes.split(",")
+    elif args.set == "all":
+        names = sorted(paths)
     elif args.set:
         names = list(zoo_replay.landscapes(args.set))
     elif args.against:
@@ -94,7 +106,8 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         p.error(f"unknown landscape {unknown[0]!r}")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
-    tasks = [(n, seed, budgets) for n in names for seed in range(args.seeds)]
+    tasks = [(n, seed, budgets, args.confirm_rounds) for n in names
+             for seed in range(args.seed_offset, args.seed_offset + args.seeds)]
     rows: list[dict[str, Any]] = []
     t0 = time.time()
     ctx = multiprocessing.get_context("fork")

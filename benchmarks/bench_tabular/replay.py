@@ -24,7 +24,7 @@ import statistics
 import time
 import warnings
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 import optuna
@@ -33,12 +33,15 @@ from optuna.trial import TrialState
 from bench_tabular.table import Table, as_result
 from loadersearch import Hardware, LoaderConfig
 from loadersearch.measure import MeasurePlan
-from loadersearch.search import SearchSpace
+from loadersearch.search import SearchSpace, StudySettings
 from loadersearch.workload import WorkloadSpec
 
 log = logging.getLogger(__name__)
 
 RANDOM_SEARCH = "random search"
+# The confirmation's rounds of ``loadersearch run`` (``--confirm-rounds``'s default): a
+# replayed run confirms as a user's run does.
+CONFIRM_ROUNDS: int = next(f.default for f in fields(StudySettings) if f.name == "confirm_rounds")
 
 
 def setup(table_path: Any) -> dict[str, Any]:
@@ -74,11 +77,12 @@ class Method:
     sampler: str | None  # a loadersearch sampler (search.sampler.SAMPLERS), "tpe-before", None
     pruner: str = "wilcoxon"
     baselines: bool = True
-    confirm_rounds: int = 3
+    confirm_rounds: int = CONFIRM_ROUNDS
 
 
-def loadersearch_methods(samplers: list[str]) -> list[Method]:
-    return [Method(f"loadersearch ({s})", s) for s in samplers]
+def loadersearch_methods(samplers: list[str], *, confirm_rounds: int = CONFIRM_ROUNDS
+                         ) -> list[Method]:  # fmt: skip
+    return [Method(f"loadersearch ({s})", s, confirm_rounds=confirm_rounds) for s in samplers]
 
 
 RANDOM = Method(RANDOM_SEARCH, None, pruner="none", baselines=False, confirm_rounds=0)
