@@ -5,6 +5,7 @@ to 14), and compares a run with an earlier one."""
 from __future__ import annotations
 
 import json
+import statistics
 import sys
 from pathlib import Path
 
@@ -24,7 +25,12 @@ def test_the_screen_reproduces_the_committed_replay_and_compares_with_a_control(
 ) -> None:
     out = tmp_path / "control.json"
     assert miss_replay.main(["--landscapes", LANDSCAPE, "--out", str(out)]) == 0
-    got = json.loads(out.read_text())["summary"][LANDSCAPE][DEFAULT]["budgets"]
+    written = json.loads(out.read_text())
+    got = written["summary"][LANDSCAPE][DEFAULT]["budgets"]
+    # each seed's quality, for pooling runs over other seeds: the same median
+    seeds = written["qualities"][LANDSCAPE]["14"]
+    assert len(seeds) == 50
+    assert statistics.median(seeds) == pytest.approx(got["14"]["median"])
     committed = load(DOCS)[LANDSCAPE][1][DEFAULT]["budgets"]
     for budget in (6, 10, 14):  # the zoo replay's budgets up to 14: the same draws
         for stat in ("median", "p10"):
