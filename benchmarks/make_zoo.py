@@ -36,7 +36,7 @@ form of stop 40's worker rule), into benchmarks/data/zoo-twentythird/ the twenty
 (``twentythird-*``, noisy hosts, written after stop 41's traces of the misses at budget 14
 and before any change they lead to) and into benchmarks/data/zoo-twentyfourth/ the
 twenty-fourth (``twentyfourth-*``, optima at either end of the batch ladder, written before
-stop 42's change).
+stop 42's prototypes, none of which was kept).
 
     .venv/bin/python benchmarks/make_zoo.py            # a few seconds
     .venv/bin/python benchmarks/make_zoo.py --set twentysecond   # one set's tables only
