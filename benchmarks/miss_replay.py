@@ -42,34 +42,15 @@ from pathlib import Path
 from typing import Any
 
 import zoo_replay
-from bench_tabular.replay import (
-    CONFIRM_ROUNDS,
-    loadersearch_methods,
-    replay_seed,
-    setup,
-    summarise,
-)
+from bench_tabular.replay import CONFIRM_ROUNDS, loadersearch_methods, summarise
 from zoo_replay import int_budgets
 from zoo_table import DEFAULT, DOCS, counts, load
-
-_STATE: dict[str, Any] = {}
 
 
 def _job(task: tuple[str, int, tuple[int, ...], int]) -> list[dict[str, Any]]:
     name, seed, budgets, rounds = task
-    if name not in _STATE:
-        _STATE[name] = setup(_STATE["paths"][name])
-    s = _STATE[name]
     method = loadersearch_methods(["structured"], confirm_rounds=rounds)[0]
-    rows = replay_seed(method, s["table"], s["space"], workload=s["workload"], plan=s["plan"],
-                       hardware=s["hardware"], seed=seed, budgets=list(budgets), gpu=s["gpu"],
-                       fair=True)  # fmt: skip
-    return [{**r, "landscape": name} for r in rows]
-
-
-def _init(paths: dict[str, Path]) -> None:
-    zoo_replay._init(paths)
-    _STATE["paths"] = paths
+    return zoo_replay.replay_landscape(name, method, seed, budgets)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -95,11 +76,10 @@ def main(argv: list[str] | None = None) -> int:
         earlier = json.loads(args.against.read_text())
         committed = {n: ("", {DEFAULT: int_budgets(s)[DEFAULT]})
                      for n, s in earlier["summary"].items()}  # fmt: skip
-    paths: dict[str, Path] = {}
+    paths: dict[str, Path] = {}  # every landscape of every set
     for which in zoo_replay.STEMS:
-        if which not in ("all", "held-out"):
+        if which != "all":
             paths.update(zoo_replay.landscapes(which))
-    paths.update(zoo_replay.landscapes("held-out"))
     if args.landscapes:
         names = args.landscapes.split(",")
     elif args.set == "all":
@@ -121,7 +101,8 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[dict[str, Any]] = []
     t0 = time.time()
     ctx = multiprocessing.get_context("fork")
-    with ctx.Pool(args.jobs, initializer=_init, initargs=({n: paths[n] for n in names},)) as pool:
+    with ctx.Pool(args.jobs, initializer=zoo_replay._init,
+                  initargs=({n: paths[n] for n in names},)) as pool:  # fmt: skip
         for i, got in enumerate(pool.imap_unordered(_job, tasks, chunksize=2), 1):
             rows.extend(got)
             if i % 100 == 0 or i == len(tasks):
@@ -129,9 +110,12 @@ def main(argv: list[str] | None = None) -> int:
     what = "earlier run" if args.against else "committed"
     print(f"\nthe default search, {args.seeds} seeds, median / 10th percentile (% of the "
           f"optimum): now | {what}")
-    print("| landscape | " + " | ".join(f"{b}: now | committed" for b in budgets) + " |")
+    print("| landscape | " + " | ".join(f"{b}: now | {what}" for b in budgets) + " |")
     met = {"now": 0, "committed": 0}
-    summary = {n: summarise([r for r in rows if r["landscape"] == n]) for n in names}
+    by_landscape: dict[str, list[dict[str, Any]]] = {n: [] for n in names}
+    for r in sorted(rows, key=lambda r: r["seed"]):
+        by_landscape[r["landscape"]].append(r)
+    summary = {n: summarise(by_landscape[n]) for n in names}
     for n in names:
         now = summary[n][DEFAULT]["budgets"]
         old = committed.get(n, ("", {}))[1].get(DEFAULT, {}).get("budgets", {})
@@ -154,9 +138,8 @@ def main(argv: list[str] | None = None) -> int:
               f"({what}: {met['committed']})")
     if args.out:
         # each seed's quality too, so that runs over other seeds can be pooled
-        qualities = {n: {b: [r["quality"] for r in sorted(rows, key=lambda r: r["seed"])
-                             if r["landscape"] == n and r["budget"] == b] for b in budgets}
-                     for n in names}  # fmt: skip
+        qualities = {n: {b: [r["quality"] for r in by_landscape[n] if r["budget"] == b]
+                         for b in budgets} for n in names}  # fmt: skip
         args.out.write_text(json.dumps({"seeds": args.seeds, "seed_offset": args.seed_offset,
                                         "budgets": budgets, "summary": summary,
                                         "qualities": qualities}))  # fmt: skip

@@ -55,6 +55,7 @@ import multiprocessing
 import statistics
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -113,11 +114,18 @@ def _init(paths: dict[str, Path]) -> None:
 
 def _job(task: tuple[str, Method, int]) -> list[dict[str, Any]]:
     name, method, seed = task
+    return replay_landscape(name, method, seed, BUDGETS)
+
+
+def replay_landscape(name: str, method: Method, seed: int, budgets: Sequence[int]
+                     ) -> list[dict[str, Any]]:  # fmt: skip
+    """One seed of ``method`` on landscape ``name`` (in a pool started with :func:`_init`),
+    the fair way, a row per budget."""
     if name not in _STATE:
         _STATE[name] = setup(_STATE["paths"][name])
     s = _STATE[name]
     rows = replay_seed(method, s["table"], s["space"], workload=s["workload"], plan=s["plan"],
-                       hardware=s["hardware"], seed=seed, budgets=list(BUDGETS), gpu=s["gpu"],
+                       hardware=s["hardware"], seed=seed, budgets=list(budgets), gpu=s["gpu"],
                        fair=True)  # fmt: skip
     return [{**r, "landscape": name} for r in rows]
 
