@@ -7,9 +7,15 @@ Each draw: six finalists as the default CPU study has them (three top configurat
 few percent of each other, two baselines near them, PyTorch's defaults far below), each
 measurement its true rate times lognormal noise of ``sigma``; the trial value of a complete
 trial is one more such measurement, biased upward (the best of several). Both procedures see
-the same measurements (the race the first ones). Run from the repository root:
+the same measurements (the race the first ones). With ``--drift D`` the machine changed
+between the trials and the confirmation: every trial value is ``exp(D)`` times what it would be
+(a fresh clone's confirmation measured each of six finalists 4-17% below its trial), and with
+``--spread S`` each configuration's own change varies around that by lognormal ``S``. The race
+runs twice on the same draws: taking the trials' common drift out of the noise bound (the
+default, ``race_noise(common_drift=True)``) and without (``raw``). Run from the repository root:
 
-    .venv/bin/python benchmarks/confirm_race_replay.py [--draws 4000] [--seed 0]
+    .venv/bin/python benchmarks/confirm_race_replay.py [--draws 4000] [--seed 0] \
+        [--drift 0 0.12 -0.12] [--spread 0 0.05]
 """
 
 from __future__ import annotations
@@ -33,17 +39,32 @@ ROUNDS = 3
 PRECISION = 0.05  # the study default: the race's noise floor is twice it
 # true rates relative to the best: three top configurations, two baselines, PyTorch's defaults
 SHAPE = (1.00, 0.98, 0.96, 0.97, 0.90, 0.60)
-CONFIGS = [LoaderConfig(num_workers=w, batch_size=16) for w in range(len(SHAPE))]
+# the fresh-clone quick starts of stops 40-42: PyTorch's defaults, the article's rule and
+# Ultralytics' at 1/1.19-1.22, 1/1.29-1.37 and 1/1.30-1.37 of the winner
+FRESH_CLONE = (1.00, 0.98, 0.96, 0.83, 0.76, 0.75)
+SHAPES = {"default": SHAPE, "fresh-clone": FRESH_CLONE}
 
 
-def _draw(rng: random.Random, sigma: float) -> tuple[dict, dict, dict]:
-    truth = {c: 50.0 * s for c, s in zip(CONFIGS, SHAPE, strict=True)}
+def _configs(shape: tuple[float, ...]) -> list[LoaderConfig]:
+    return [LoaderConfig(num_workers=w, batch_size=16) for w in range(len(shape))]
+
+
+def _draw(
+    rng: random.Random,
+    sigma: float,
+    drift: float = 0.0,
+    spread: float = 0.0,
+    shape: tuple[float, ...] = SHAPE,
+) -> tuple[dict, dict, dict]:
+    truth = {c: 50.0 * s for c, s in zip(_configs(shape), shape, strict=True)}
     measured = {
         c: [r * math.exp(rng.gauss(0, sigma)) for _ in range(ROUNDS)] for c, r in truth.items()
     }
     # a trial value: the best of two measurements (the top trials were chosen for being high)
     trial = {
-        c: r * math.exp(max(rng.gauss(0, sigma), rng.gauss(0, sigma))) for c, r in truth.items()
+        c: r
+        * math.exp(max(rng.gauss(0, sigma), rng.gauss(0, sigma)) + drift + rng.gauss(0, spread))
+        for c, r in truth.items()
     }
     return truth, measured, trial
 
@@ -58,13 +79,16 @@ def _replayer(measured: dict):
     return measure
 
 
-def _raced(measured: dict, trial: dict, rounds: int = ROUNDS) -> dict:
+def _raced(
+    measured: dict, trial: dict, rounds: int = ROUNDS, *, common_drift: bool = True
+) -> dict:
     def survivors(done: int, values: dict, active: list) -> list:
-        noise = race_noise(values, trial, floor=2 * PRECISION)
+        noise = race_noise(values, trial, floor=2 * PRECISION, common_drift=common_drift)
         kept = race_survivors(values, active, done=done, rounds=rounds, noise=noise)
         return [] if len(kept) == 1 and done >= MIN_ROUNDS else kept
 
-    return remeasure_interleaved(CONFIGS, _replayer(measured), rounds=rounds, survivors=survivors)
+    configs = list(measured)
+    return remeasure_interleaved(configs, _replayer(measured), rounds=rounds, survivors=survivors)
 
 
 def _winner(values: dict) -> LoaderConfig:
@@ -79,27 +103,62 @@ def main(argv: list[str] | None = None) -> int:
         "--rounds", type=int, default=ROUNDS,
         help=f"the race's budget of rounds (the full budget it is compared with: {ROUNDS})",
     )  # fmt: skip
+    parser.add_argument(
+        "--drift", type=float, nargs="+", default=[0.0, 0.12, -0.12],
+        help="the machine's common change since the trials, log ratio (0.12: trial values "
+             "~13%% above the rounds)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--spread", type=float, nargs="+", default=[0.0, 0.05],
+        help="each configuration's own change around the common one, lognormal sigma",
+    )  # fmt: skip
+    parser.add_argument(
+        "--shape", choices=sorted(SHAPES), default="default",
+        help="the finalists' true rates: the default study's (three top configurations, two "
+             "baselines near them, PyTorch's defaults far below) or the fresh-clone quick "
+             "starts' (the three baselines at 0.75-0.83 of the winner)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
-    print(f"{len(CONFIGS)} finalists (true rates {', '.join(f'{s:.2f}' for s in SHAPE)} of the "
+    shape = SHAPES[args.shape]
+    configs = _configs(shape)
+    print(f"{len(configs)} finalists (true rates {', '.join(f'{s:.2f}' for s in shape)} of the "
           f"best); the race in {args.rounds} rounds against the full {ROUNDS} rounds = "
-          f"{ROUNDS * len(CONFIGS)} measurements; {args.draws} draws")  # fmt: skip
-    print(f"{'noise':>6} {'measured':>9} {'other winner':>13} {'loss, mean':>11} "
-          f"{'loss, worst':>12} {'full: loss, mean':>17}")  # fmt: skip
-    rng = random.Random(args.seed)
+          f"{ROUNDS * len(configs)} measurements; {args.draws} draws; each row: the race with "
+          "the trials' common drift taken out (drift out) and without (raw)")  # fmt: skip
+    print(f"{'noise':>6} {'drift':>6} {'spread':>6} {'race':>9} {'measured':>9} "
+          f"{'other winner':>13} {'loss, mean':>11} {'loss, worst':>12} "
+          f"{'full: loss, mean':>17}")  # fmt: skip
     for sigma in (0.02, 0.05, 0.10, 0.20):
-        counts, differ, losses, full_losses = [], 0, [], []
-        for _ in range(args.draws):
-            truth, measured, trial = _draw(rng, sigma)
-            full = _winner(remeasure_interleaved(CONFIGS, _replayer(measured), rounds=ROUNDS))
-            raced_values = _raced(measured, trial, args.rounds)
-            raced = _winner(raced_values)
-            counts.append(sum(len(v) for v in raced_values.values()))
-            differ += raced != full
-            losses.append(1 - truth[raced] / truth[full])
-            full_losses.append(1 - truth[full] / max(truth.values()))
-        print(f"{sigma:>6.0%} {statistics.fmean(counts):>9.1f} {differ / args.draws:>13.2%} "
-              f"{statistics.fmean(losses):>11.2%} {max(losses):>12.1%} "
-              f"{statistics.fmean(full_losses):>17.2%}")  # fmt: skip
+        for drift in args.drift:
+            for spread in args.spread:
+                # the same draws for each procedure: a seed per cell
+                draws = random.Random(f"{args.seed}-{sigma}-{drift}-{spread}")
+                cells = {"drift out": [], "raw": []}
+                for _ in range(args.draws):
+                    truth, measured, trial = _draw(draws, sigma, drift, spread, shape)
+                    full_values = remeasure_interleaved(
+                        configs, _replayer(measured), rounds=ROUNDS
+                    )
+                    full = _winner(full_values)
+                    for name, cell in cells.items():
+                        raced_values = _raced(
+                            measured, trial, args.rounds, common_drift=name == "drift out"
+                        )
+                        raced = _winner(raced_values)
+                        cell.append(
+                            (
+                                sum(len(v) for v in raced_values.values()),
+                                raced != full,
+                                1 - truth[raced] / truth[full],
+                                1 - truth[full] / max(truth.values()),
+                            )
+                        )
+                for name, cell in cells.items():
+                    counts, differ, losses, full_losses = zip(*cell, strict=True)
+                    print(f"{sigma:>6.0%} {drift:>+6.2f} {spread:>6.2f} {name:>9} "
+                          f"{statistics.fmean(counts):>9.2f} {sum(differ) / args.draws:>13.2%} "
+                          f"{statistics.fmean(losses):>11.2%} {max(losses):>12.1%} "
+                          f"{statistics.fmean(full_losses):>17.2%}")  # fmt: skip
     return 0
 
 

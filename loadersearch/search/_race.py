@@ -60,24 +60,54 @@ def race_noise(
     trial_values: dict[LoaderConfig, float | None],
     *,
     floor: float,
+    common_drift: bool = True,
 ) -> float | None:
     """The relative noise the race allows each measurement still to come: the largest ratio
     between two measurements of one configuration seen so far, less 1, and at least ``floor``.
     A configuration's measurements are its confirmation values (failed ones, 0, left out) and
     its trial's value (the same plan on the same host at another moment, and biased upward
-    for the best trials: it widens the noise, never narrows it). None before any
-    configuration has two measurements: the race then has no noise bound."""
+    for the best trials: it widens the noise). None before any configuration has two
+    measurements: the race then has no noise bound.
+
+    The trials ran minutes earlier, and the machine may have changed since for every
+    configuration alike (a fresh clone's confirmation measured each of six finalists 4-17%
+    below its trial). A change common to all says nothing of the noise between two
+    configurations measured in the same rounds: with ``common_drift`` and at least
+    :data:`DRIFT_CONFIGS` configurations that have both a trial value and a rate in the rounds,
+    the trial values are first divided by the median ratio of trial value to the rounds' median
+    (:func:`common_drift_of`); what each configuration differs from that drift still widens
+    the noise."""
+    drift = common_drift_of(values, trial_values) if common_drift else 1.0
     ratios = []
     for config, vals in values.items():
         seen = [v for v in vals if v > 0]
         trial_value = trial_values.get(config)
         if trial_value:
-            seen.append(float(trial_value))
+            seen.append(float(trial_value) / drift)
         if len(seen) >= 2:
             ratios.append(max(seen) / min(seen) - 1.0)
     if not ratios:
         return None
     return max(floor, *ratios)
+
+
+DRIFT_CONFIGS = 3  # configurations with a trial value and a rate in the rounds, at the least
+
+
+def common_drift_of(
+    values: dict[LoaderConfig, list[float]], trial_values: dict[LoaderConfig, float | None]
+) -> float:
+    """The median over the configurations of trial value / the median of their rates in the
+    rounds so far (failed ones, 0, left out); 1 (no drift) with fewer than
+    :data:`DRIFT_CONFIGS` such configurations: one or two ratios cannot tell a drift of the
+    machine from the noise of a measurement."""
+    ratios = []
+    for config, vals in values.items():
+        rates = [v for v in vals if v > 0]
+        trial_value = trial_values.get(config)
+        if trial_value and rates:
+            ratios.append(float(trial_value) / statistics.median(rates))
+    return statistics.median(ratios) if len(ratios) >= DRIFT_CONFIGS else 1.0
 
 
 def noise_floor(plan: Any) -> float:

@@ -18,6 +18,7 @@ from loadersearch.search._confirm import (
     race_survivors,
     remeasure_interleaved,
 )
+from loadersearch.search._race import common_drift_of
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 A, B, C = (LoaderConfig(num_workers=w, batch_size=8) for w in (0, 1, 2))
@@ -56,6 +57,26 @@ def test_the_noise_is_the_largest_ratio_between_two_measurements_of_one_configur
     assert race_noise(values, trial_values, floor=0.1) == pytest.approx(0.2)  # C: 96 / 80
     assert race_noise(values, {A: 101.0, B: None, C: None}, floor=0.1) == 0.1  # the floor
     assert race_noise({A: [100.0], B: [50.0]}, {A: None, B: None}, floor=0.1) is None
+
+
+def test_a_drift_common_to_every_finalist_since_its_trial_is_no_noise():
+    # Every trial value 15% above round 1 (the machine is slower now, for all alike): the
+    # ratios go, the floor is left; without the drift taken out they would be 15%.
+    values = {A: [100.0], B: [80.0], C: [60.0]}
+    trial_values = {A: 115.0, B: 92.0, C: 69.0}
+    assert race_noise(values, trial_values, floor=0.1) == pytest.approx(0.1)
+    assert race_noise(values, trial_values, floor=0.1, common_drift=False) == pytest.approx(0.15)
+    # What one finalist differs from the common drift still widens it: C's trial 30% above
+    # its round against a median drift of 15%.
+    trial_values[C] = 78.0
+    assert race_noise(values, trial_values, floor=0.1) == pytest.approx(78 / 69 - 1)
+
+
+def test_two_finalists_cannot_tell_a_drift_from_the_noise():
+    values = {A: [100.0], B: [80.0], C: [60.0]}
+    trial_values = {A: 115.0, B: 92.0, C: None}  # two ratios only: the trial values as they are
+    assert common_drift_of(values, trial_values) == 1.0
+    assert race_noise(values, trial_values, floor=0.1) == pytest.approx(0.15)
 
 
 def _winner(values: dict[LoaderConfig, list[float]]) -> LoaderConfig:
