@@ -34,9 +34,11 @@ change of stop 40 that was dropped before it was written), into
 benchmarks/data/zoo-twentysecond/ the twenty-second (``twentysecond-*``, written before a gated
 form of stop 40's worker rule), into benchmarks/data/zoo-twentythird/ the twenty-third
 (``twentythird-*``, noisy hosts, written after stop 41's traces of the misses at budget 14
-and before any change they lead to) and into benchmarks/data/zoo-twentyfourth/ the
+and before any change they lead to), into benchmarks/data/zoo-twentyfourth/ the
 twenty-fourth (``twentyfourth-*``, optima at either end of the batch ladder, written before
-stop 42's prototypes, none of which was kept).
+stop 42's prototypes, none of which was kept) and into benchmarks/data/zoo-twentyfifth/ the
+twenty-fifth (``twentyfifth-*``, near-ties for the confirmation's race, written before stop
+43's replay of its race change).
 
     .venv/bin/python benchmarks/make_zoo.py            # a few seconds
     .venv/bin/python benchmarks/make_zoo.py --set twentysecond   # one set's tables only
