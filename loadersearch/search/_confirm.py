@@ -26,7 +26,13 @@ from loadersearch.search._baselines import baseline_names
 from loadersearch.search._objective import Objective
 from loadersearch.search._progress import Progress
 from loadersearch.search._quiet_wait import QuietWait, quiet_wait_limit
-from loadersearch.search._race import MIN_ROUNDS, noise_floor, race_noise, race_survivors
+from loadersearch.search._race import (
+    MIN_ROUNDS,
+    common_drift_of,
+    noise_floor,
+    race_noise,
+    race_survivors,
+)
 from loadersearch.search._space import config_from_params
 from loadersearch.search._trial_values import result_attrs
 
@@ -246,7 +252,7 @@ def confirm_study(
     for config, cand in by_config.items():
         cand.update(_spread(values[config]))
         cand.setdefault("out_after", None)
-    confirmation = _confirmation(study, candidates, measurements, rounds, race.noise, quiet)
+    confirmation = _confirmation(study, candidates, measurements, rounds, race, quiet)
     study.set_user_attr(CONFIRMATION_ATTR, confirmation)
     return confirmation
 
@@ -255,7 +261,9 @@ class _Race:
     """The race's :data:`Survivors`: after each round, the finalists to measure in the next (a
     rival that the rounds left cannot make the winner is out: told to ``progress``, marked
     ``out_after`` in ``by_config``), none once only the leader is left. ``noise``: the relative
-    noise it allowed after round 1 (None: a busy round, or none measured yet)."""
+    noise it allowed after round 1 (None: a busy round, or none measured yet); ``drift``: the
+    trials' values over round 1's, common to the finalists (:func:`common_drift_of`; None:
+    fewer than three finalists with both, or none measured yet)."""
 
     def __init__(
         self,
@@ -270,6 +278,7 @@ class _Race:
         self.trial_values = {config: cand["trial_value"] for config, cand in by_config.items()}
         self.rounds, self.floor, self.quiet, self.progress = rounds, floor, quiet, progress
         self.noise: float | None = None
+        self.drift: float | None = None
 
     def __call__(
         self, done: int, values: dict[LoaderConfig, list[float]], active: list[LoaderConfig]
@@ -284,6 +293,7 @@ class _Race:
         )
         if done == 1:
             self.noise = noise
+            self._tell_drift(values)
         kept = race_survivors(values, active, done=done, rounds=rounds, noise=noise)
         for config in active:
             if config not in kept:
@@ -300,17 +310,34 @@ class _Race:
             return []
         return kept
 
+    def _tell_drift(self, values: dict[LoaderConfig, list[float]]) -> None:
+        """Keep the finalists' common drift since their trials, and say it where it is
+        beyond the race's floor: the machine is not what it was during the search."""
+        drift = common_drift_of(values, self.trial_values)
+        if drift == 1.0:  # fewer than three finalists with a trial value and a rate
+            return
+        self.drift = drift
+        if abs(1 - 1 / drift) >= self.floor:
+            way = "below" if drift > 1 else "above"
+            self.progress.notice(
+                f"confirmation: round 1 measured the finalists {abs(1 - 1 / drift):.0%} "
+                f"{way} their trials (the median over the finalists): the machine is not as it "
+                "was during the search; the race compares the finalists within the rounds, and "
+                "the answer quotes the rounds' rates"
+            )
+
 
 def _confirmation(
     study: optuna.Study,
     candidates: list[dict[str, Any]],
     measurements: list[dict[str, Any]],
     rounds: int,
-    noise: float | None,
+    race: _Race,
     quiet: QuietWait,
 ) -> dict[str, Any]:
     """The confirmation stored in the study (:data:`CONFIRMATION_ATTR`), of ``candidates``
-    with their values' spread, the race's ``noise`` and how long ``quiet`` waited."""
+    with their values' spread, the race's noise and drift, and how long ``quiet`` waited."""
+    noise = race.noise
     winner = max(candidates, key=lambda c: c["median"])
     finished = len(_finished(study))
     done = max(c["n"] for c in candidates)
@@ -320,6 +347,9 @@ def _confirmation(
         # the relative noise the race allowed after round 1 (None: none measured yet, or a
         # busy round), and the measurements it did not need of rounds x finalists
         "race_noise": None if noise is None else round(noise, 4),
+        # the trials' values over round 1's, the median over the finalists with both (None:
+        # fewer than three): above 1, the machine measured slower than during the search
+        "trial_drift": None if race.drift is None else round(race.drift, 4),
         "skipped": rounds * len(candidates) - sum(c["n"] for c in candidates),
         "finished_trials": finished,
         "time": time.time(),

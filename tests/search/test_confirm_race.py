@@ -139,7 +139,9 @@ def _trial(value: float | None, baseline: str | None = None, **params):
     )
 
 
-def _confirm(rates: dict[str, list[tuple[float, bool]]], *trials, rounds: int = 3):
+def _confirm(
+    rates: dict[str, list[tuple[float, bool]]], *trials, rounds: int = 3, progress=None
+):
     """confirm_study on a study of ``trials``, each finalist measuring ``rates[label]`` in
     turn: (images/s, busy)."""
     study = optuna.create_study(direction="maximize")
@@ -159,7 +161,7 @@ def _confirm(rates: dict[str, list[tuple[float, bool]]], *trials, rounds: int = 
         space=SimpleNamespace(fixed=lambda: {}),
         plan=SimpleNamespace(precision=0.05),
     )
-    return study, confirm_study(study, objective, rounds=rounds), calls
+    return study, confirm_study(study, objective, rounds=rounds, progress=progress), calls
 
 
 def test_a_baseline_beaten_beyond_the_noise_is_measured_once_and_the_race_stops_early(
@@ -193,6 +195,41 @@ def test_a_baseline_beaten_beyond_the_noise_is_measured_once_and_the_race_stops_
     assert cells["w0 b16"][3] == "50.0 (of 1: out)" and cells["w0 b16"][5] == "-"
     assert cells["w2 b16 pf2"][3] == "99.0"
     assert "5 confirmation measurements; 4 of its rounds not needed" in cost(summary)
+
+
+def test_a_machine_slower_than_during_the_trials_is_said_and_stored_and_no_noise(monkeypatch):
+    # Every finalist 15% below its trial (the machine changed, for all alike): the race's bound
+    # is its 10% floor, so the baseline at 0.75x the leader is out after round 1, where the
+    # trials' 15% would have kept it (its best case 0.75 x 1.15 against the leader's 0.85).
+    from loadersearch.search import Progress
+
+    class Notices(Progress):
+        def __init__(self) -> None:
+            self.said: list[str] = []
+
+        def notice(self, text: str) -> None:
+            self.said.append(text)
+
+    monkeypatch.setenv("LOADERSEARCH_QUIET_WAIT_S", "0")
+    progress = Notices()
+    study, confirmation, calls = _confirm(
+        {
+            "w2 b16 pf2": [(100.0, False), (99.0, False), (101.0, False)],
+            "w1 b16 pf2": [(98.0, False), (97.0, False), (100.0, False)],
+            "w0 b16": [(75.0, False), (76.0, False), (74.0, False)],
+        },
+        _trial(115.0, num_workers=2, batch_size=16),
+        _trial(112.7, num_workers=1, batch_size=16),
+        _trial(86.3, baseline="pytorch", num_workers=0, batch_size=16),
+        progress=progress,
+    )
+    assert confirmation["trial_drift"] == pytest.approx(1.15, abs=0.001)
+    assert confirmation["race_noise"] == pytest.approx(0.1)
+    assert calls.count("w0 b16") == 1
+    assert any("13% below their trials" in text for text in progress.said), progress.said
+    from loadersearch.report import cost, summarize
+
+    assert "the finalists 13% below their trials" in cost(summarize(study))
 
 
 def test_after_a_busy_round_kept_the_race_drops_only_what_no_measurement_could_save(
