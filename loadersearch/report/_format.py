@@ -229,11 +229,6 @@ def settled_line(summary: Summary) -> str | None:
     )
 
 
-# A drift since the trials that the cost line mentions: the race's noise floor (twice the
-# default precision), beyond which it is no longer one measurement's noise.
-DRIFT_SAID = 0.10
-
-
 def cost(summary: Summary) -> str:
     """What the answer cost: trials, measuring time, the confirmation, what pruning saved."""
     c = summary.counts
@@ -252,14 +247,10 @@ def cost(summary: Summary) -> str:
             "winner)"
         )
     text += f": {duration(summary.tuning_s)} in all."
-    drift = summary.trial_drift
-    if drift and abs(1 - 1 / drift) >= DRIFT_SAID:
-        way = "below" if drift > 1 else "above"
-        text += (
-            f" The confirmation measured the finalists {abs(1 - 1 / drift):.0%} {way} their "
-            "trials: the machine was not as it was during the search, and the answer compares "
-            "rates of the same rounds."
-        )
+    if summary.drift_said and summary.trial_drift:
+        from loadersearch.search import drift_sentence
+
+        text += f" In the confirmation, {drift_sentence(summary.trial_drift)}."
     settled = settled_line(summary)
     if settled:
         text += f" The study {settled}."

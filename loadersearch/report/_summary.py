@@ -123,6 +123,7 @@ class Summary:
     # the trials' values over the confirmation's round 1, the median over its finalists (None:
     # not stored, or fewer than three): above 1, the machine measured slower than in the search
     trial_drift: float | None = None
+    drift_said: bool = False  # beyond the race's noise floor: the run said it, so does the report
     confirmed_after: int | None = None  # finished trials the confirmation covered
     finished: int = 0  # finished (complete, infeasible or pruned) trials now
     gpus: int = 1  # ranks of the measured DDP job; the answer is per rank
@@ -189,6 +190,7 @@ def summarize(study: optuna.Study) -> Summary:
         confirm_measured=len(confirmation["measurements"]) if confirmation else 0,
         confirm_skipped=int(confirmation.get("skipped") or 0) if confirmation else 0,
         trial_drift=confirmation.get("trial_drift") if confirmation else None,
+        drift_said=bool(confirmation.get("drift_said")) if confirmation else False,
         confirmed_after=confirmation.get("finished_trials") if confirmation else None,
         finished=counts[COMPLETE] + counts[INFEASIBLE] + counts[PRUNED],
         cache=_cache_answer(attrs, winner, ranked, fixed, dataset_images),

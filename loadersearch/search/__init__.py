@@ -12,6 +12,7 @@ from loadersearch.search._batchprobe import ProbeResult
 from loadersearch.search._confirm import (
     MIN_ROUNDS,
     confirm_study,
+    drift_sentence,
     feasible_complete,
     race_noise,
     race_survivors,
@@ -93,6 +94,7 @@ __all__ = [
     "clearly_slower",
     "config_from_params",
     "confirm_study",
+    "drift_sentence",
     "cpu_bound",
     "create_or_resume_study",
     "default_plan",

@@ -151,13 +151,30 @@ def quoted_baselines(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
 
 
 def _candidate(trial: optuna.trial.FrozenTrial, config: LoaderConfig) -> dict[str, Any]:
+    from optuna.trial import TrialState
+
     return {
         "trial": trial.number,
         "label": config.label(),
         "config": config.to_dict(),
         "baseline": trial.user_attrs.get("baseline"),
         "trial_value": trial.value,
+        # a pruned baseline's value is its last window's rate, not a measurement of the plan
+        "trial_complete": trial.state == TrialState.COMPLETE,
     }
+
+
+def drift_sentence(drift: float) -> str:
+    """What a common drift of the finalists since their trials (trial values over the
+    rounds') says, in one sentence."""
+    way = "below" if drift > 1 else "above"
+    return (
+        f"the rounds measured the finalists {abs(1 - 1 / drift):.0%} {way} their trials (the "
+        "median over them): the machine is not as it was during the search"
+        + (", or the top trials were lucky (they were picked for measuring high)" if drift > 1
+           else "")
+        + "; the answer compares rates of the same rounds"
+    )
 
 
 # After each round: the rounds done, the values so far, the configurations measured in it ->
@@ -275,10 +292,16 @@ class _Race:
         progress: Progress,
     ) -> None:
         self.by_config = by_config
-        self.trial_values = {config: cand["trial_value"] for config, cand in by_config.items()}
+        # complete trials' values: a pruned one's is its last window's rate (Optuna keeps
+        # it), stopped for being low, no measurement of the plan to set the noise by
+        self.trial_values = {
+            config: cand["trial_value"] if cand.get("trial_complete", True) else None
+            for config, cand in by_config.items()
+        }
         self.rounds, self.floor, self.quiet, self.progress = rounds, floor, quiet, progress
         self.noise: float | None = None
         self.drift: float | None = None
+        self.drift_said = False
 
     def __call__(
         self, done: int, values: dict[LoaderConfig, list[float]], active: list[LoaderConfig]
@@ -313,18 +336,15 @@ class _Race:
     def _tell_drift(self, values: dict[LoaderConfig, list[float]]) -> None:
         """Keep the finalists' common drift since their trials, and say it where it is
         beyond the race's floor: the machine is not what it was during the search."""
-        drift = common_drift_of(values, self.trial_values)
-        if drift == 1.0:  # fewer than three finalists with a trial value and a rate
+        # A busy round 1 is kept only when the machine never quieted: its rates say that
+        # already (the answer is inconclusive), not how the machine changed.
+        drift = None if self.quiet.busy_rounds else common_drift_of(values, self.trial_values)
+        if drift is None:  # busy, or fewer than three finalists with a trial value and a rate
             return
         self.drift = drift
-        if abs(1 - 1 / drift) >= self.floor:
-            way = "below" if drift > 1 else "above"
-            self.progress.notice(
-                f"confirmation: round 1 measured the finalists {abs(1 - 1 / drift):.0%} "
-                f"{way} their trials (the median over the finalists): the machine is not as it "
-                "was during the search; the race compares the finalists within the rounds, and "
-                "the answer quotes the rounds' rates"
-            )
+        self.drift_said = abs(1 - 1 / drift) >= self.floor
+        if self.drift_said:
+            self.progress.notice(f"confirmation: {drift_sentence(drift)}")
 
 
 def _confirmation(
@@ -350,6 +370,8 @@ def _confirmation(
         # the trials' values over round 1's, the median over the finalists with both (None:
         # fewer than three): above 1, the machine measured slower than during the search
         "trial_drift": None if race.drift is None else round(race.drift, 4),
+        # beyond the race's noise floor: the run said it after round 1, the report says it
+        "drift_said": race.drift_said,
         "skipped": rounds * len(candidates) - sum(c["n"] for c in candidates),
         "finished_trials": finished,
         "time": time.time(),

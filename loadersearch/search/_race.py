@@ -76,8 +76,9 @@ def race_noise(
     :data:`DRIFT_CONFIGS` configurations that have both a trial value and a rate in the rounds,
     the trial values are first divided by the median ratio of trial value to the rounds' median
     (:func:`common_drift_of`); what each configuration differs from that drift still widens
-    the noise."""
-    drift = common_drift_of(values, trial_values) if common_drift else 1.0
+    the noise. ``trial_values`` holds complete trials' values only: a pruned trial's value is
+    the rate of its last window, stopped for being low, not a measurement of the plan."""
+    drift = (common_drift_of(values, trial_values) if common_drift else None) or 1.0
     ratios = []
     for config, vals in values.items():
         seen = [v for v in vals if v > 0]
@@ -96,18 +97,19 @@ DRIFT_CONFIGS = 3  # configurations with a trial value and a rate in the rounds,
 
 def common_drift_of(
     values: dict[LoaderConfig, list[float]], trial_values: dict[LoaderConfig, float | None]
-) -> float:
+) -> float | None:
     """The median over the configurations of trial value / the median of their rates in the
-    rounds so far (failed ones, 0, left out); 1 (no drift) with fewer than
-    :data:`DRIFT_CONFIGS` such configurations: one or two ratios cannot tell a drift of the
-    machine from the noise of a measurement."""
+    rounds so far (failed ones, 0, left out); None with fewer than :data:`DRIFT_CONFIGS` such
+    configurations: one or two ratios cannot tell a drift of the machine from the noise of a
+    measurement. It holds the top trials' luck too (they were picked for measuring high), so
+    on an unchanged machine it is somewhat above 1."""
     ratios = []
     for config, vals in values.items():
         rates = [v for v in vals if v > 0]
         trial_value = trial_values.get(config)
         if trial_value and rates:
             ratios.append(float(trial_value) / statistics.median(rates))
-    return statistics.median(ratios) if len(ratios) >= DRIFT_CONFIGS else 1.0
+    return statistics.median(ratios) if len(ratios) >= DRIFT_CONFIGS else None
 
 
 def noise_floor(plan: Any) -> float:

@@ -75,7 +75,7 @@ def test_a_drift_common_to_every_finalist_since_its_trial_is_no_noise():
 def test_two_finalists_cannot_tell_a_drift_from_the_noise():
     values = {A: [100.0], B: [80.0], C: [60.0]}
     trial_values = {A: 115.0, B: 92.0, C: None}  # two ratios only: the trial values as they are
-    assert common_drift_of(values, trial_values) == 1.0
+    assert common_drift_of(values, trial_values) is None
     assert race_noise(values, trial_values, floor=0.1) == pytest.approx(0.15)
 
 
@@ -117,8 +117,9 @@ def _replay(rates, seen, config):
     return MeasureResult(config=config, status=OK, objective=rates[config][n])
 
 
-def _trial(value: float | None, baseline: str | None = None, **params):
+def _trial(value: float | None, baseline: str | None = None, *, pruned=False, **params):
     from optuna.distributions import CategoricalDistribution, IntDistribution
+    from optuna.trial import TrialState
 
     dists = {
         "num_workers": IntDistribution(0, 4),
@@ -136,6 +137,8 @@ def _trial(value: float | None, baseline: str | None = None, **params):
         distributions={k: dists[k] for k in params},
         value=value,
         user_attrs={"feasible": True, **({"baseline": baseline} if baseline else {})},
+        # Optuna keeps a pruned trial's last reported value as its value
+        **({"state": TrialState.PRUNED, "intermediate_values": {0: value}} if pruned else {}),
     )
 
 
@@ -230,6 +233,25 @@ def test_a_machine_slower_than_during_the_trials_is_said_and_stored_and_no_noise
     from loadersearch.report import cost, summarize
 
     assert "the finalists 13% below their trials" in cost(summarize(study))
+
+
+def test_a_pruned_baselines_last_window_is_no_measurement_to_set_the_noise_by(monkeypatch):
+    # The pruned baseline's value (its last window, 40) against its round (75) would make the
+    # noise 88% and keep it; it is left out: the bound is the floor, and 75 < 0.82 x 100 is out.
+    monkeypatch.setenv("LOADERSEARCH_QUIET_WAIT_S", "0")
+    _, confirmation, calls = _confirm(
+        {
+            "w2 b16 pf2": [(100.0, False), (99.0, False), (101.0, False)],
+            "w1 b16 pf2": [(98.0, False), (97.0, False), (100.0, False)],
+            "w0 b16": [(75.0, False), (76.0, False), (74.0, False)],
+        },
+        _trial(102.0, num_workers=2, batch_size=16),
+        _trial(99.0, num_workers=1, batch_size=16),
+        _trial(40.0, baseline="pytorch", pruned=True, num_workers=0, batch_size=16),
+    )
+    assert confirmation["race_noise"] == pytest.approx(0.1)
+    assert calls.count("w0 b16") == 1
+    assert confirmation["trial_drift"] is None  # two complete trials only: no drift told
 
 
 def test_after_a_busy_round_kept_the_race_drops_only_what_no_measurement_could_save(
