@@ -17,7 +17,9 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import miss_replay  # noqa: E402
 from zoo_table import DEFAULT, DOCS, load  # noqa: E402
 
-LANDSCAPE = "twentythird-2624"  # a landscape that misses a budget-14 target (stop 41)
+# a landscape that misses a budget-14 target, of the set replayed with the search as it is
+# (stop 43's confirmation race; the other sets' pages are of the race before it)
+LANDSCAPE = "twentyfifth-2662"
 
 
 def test_the_screen_reproduces_the_committed_replay_and_compares_with_a_control(
