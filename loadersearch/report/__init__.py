@@ -24,6 +24,7 @@ from loadersearch.report._diagnose_target import winner_target
 from loadersearch.report._format import (
     baseline_cells,
     baseline_header,
+    baselines_not_separated,
     baselines_source,
     cache_line,
     cost,
@@ -72,6 +73,7 @@ __all__ = [
     "answer_python",
     "baseline_cells",
     "baseline_header",
+    "baselines_not_separated",
     "baselines_source",
     "cache_line",
     "cost",

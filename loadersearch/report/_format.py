@@ -54,6 +54,41 @@ def baselines_source(summary: Summary) -> str:
     )
 
 
+def baselines_not_separated(summary: Summary) -> str | None:
+    """The baselines that the confirmation's rounds did not separate from the winner: measured
+    in every round it was (the race did not drop them) and their highest rate at or above the
+    winner's lowest. Their speedup is within the noise, not a settled gain; None when every
+    baseline is clear of the winner (or nothing was confirmed)."""
+    from loadersearch.search import baseline_names
+
+    w = summary.winner
+    if w is None or not w.confirmed or w.low is None:
+        return None
+    winner = w.config.label()
+    close = [
+        f
+        for f in summary.finalists
+        if f.baseline and not f.out_after and f.label != winner and f.high >= w.low
+    ]
+    if not close:
+        return None
+    speedups = {b.name: b.speedup for b in summary.baselines}
+    parts = []
+    for f in close:
+        names = baseline_names(f.baseline)
+        speedup = next((speedups[n] for n in names if speedups.get(n)), None)
+        parts.append(
+            f"{' and '.join(names)} ({f.label}: {f.low:.1f}..{f.high:.1f}"
+            + (f", {speedup:.2f}x" if speedup else "")
+            + ")"
+        )
+    return (
+        f"Within the noise: the rounds do not separate the winner ({w.low:.1f}..{w.high:.1f} "
+        f"img/s) from {', '.join(parts)}; a speedup whose measurements overlap the winner's is "
+        "not a settled gain on this machine."
+    )
+
+
 def inconclusive_note(w: Winner) -> str | None:
     """Why a confirmed answer is not settled, and what settles it; None when it is."""
     if not w.inconclusive:

@@ -17,6 +17,7 @@ from loadersearch.report._answer import answer_python
 from loadersearch.report._format import (
     baseline_cells,
     baseline_header,
+    baselines_not_separated,
     baselines_source,
     best_trial_differs,
     cache_line,
@@ -175,11 +176,14 @@ def _baselines(summary: Summary) -> str:
     if not summary.baselines:
         return ""
     rows = [[_e(c) for c in [*baseline_cells(b), b.rule]] for b in summary.baselines]
+    close = baselines_not_separated(summary)
     header = [*baseline_header(summary.epochs_planned), "rule"]
     return (
         "<section><h2>Against the baselines</h2>"
         + _table("baselines", header, rows)
-        + f'<p class="muted">{_e(baselines_source(summary))}</p></section>'
+        + f'<p class="muted">{_e(baselines_source(summary))}</p>'
+        + (f'<p id="not-separated">{_e(close)}</p>' if close else "")
+        + "</section>"
     )
 
 

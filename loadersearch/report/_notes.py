@@ -29,6 +29,7 @@ from loadersearch.report._answer import answer_python
 from loadersearch.report._format import (
     baseline_cells,
     baseline_header,
+    baselines_not_separated,
     best_trial_differs,
     cache_line,
     cost,
@@ -137,6 +138,9 @@ def study_note(summary: Summary, importance: Importance) -> str:
         parts.append("### Against the baselines")
         rows = [baseline_cells(b) for b in summary.baselines]
         parts.append(_table(baseline_header(summary.epochs_planned), rows))
+        close = baselines_not_separated(summary)
+        if close:
+            parts.append(close)
     if summary.finalists:
         parts.append("### Confirmation: the finalists re-measured interleaved")
         parts.append(

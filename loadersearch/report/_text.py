@@ -10,6 +10,7 @@ from loadersearch.report._answer import answer_lines
 from loadersearch.report._format import (
     baseline_cells,
     baseline_header,
+    baselines_not_separated,
     baselines_source,
     cache_line,
     duration,
@@ -154,3 +155,6 @@ def _print_baselines(summary: Summary, console: Console) -> None:
         table.add_row(*baseline_cells(b))
     console.print(table)
     console.print(f"[dim]{baselines_source(summary)}[/]")
+    close = baselines_not_separated(summary)
+    if close:
+        console.print(close)

@@ -254,6 +254,55 @@ def test_a_pruned_baselines_last_window_is_no_measurement_to_set_the_noise_by(mo
     assert confirmation["trial_drift"] is None  # two complete trials only: no drift told
 
 
+def test_a_baseline_the_rounds_do_not_separate_from_the_winner_is_said_to_be_in_the_noise(
+    monkeypatch,
+):
+    # Stop 43's fresh clone: the winner 39.0..48.7 img/s, Ultralytics' rule 33.9..43.5 in the
+    # same rounds, quoted at 1.08x: a speedup within the noise, said so in every view.
+    monkeypatch.setenv("LOADERSEARCH_QUIET_WAIT_S", "0")
+    study, confirmation, _ = _confirm(
+        {
+            "w2 b16 pf8": [(43.6, False), (39.0, False), (48.7, False)],
+            # its trial 47.2, its rounds 34-35: the race allows ~35% noise after round 1
+            "w3 b16 pf8": [(34.1, False), (35.4, False), (35.0, False)],
+            "w1 b16 pf4": [(33.9, False), (40.3, False), (43.5, False)],
+            "w0 b16": [(20.0, False), (21.0, False), (20.5, False)],  # clear of the winner
+        },
+        _trial(44.0, num_workers=2, batch_size=16, prefetch_factor=8),
+        _trial(47.2, num_workers=3, batch_size=16, prefetch_factor=8),
+        _trial(33.4, baseline="ultralytics", num_workers=1, batch_size=16, prefetch_factor=4),
+        _trial(21.0, baseline="pytorch", num_workers=0, batch_size=16),
+    )
+    from loadersearch.report import baselines_not_separated, render_summary, summarize
+
+    study.set_user_attr(  # the baselines as a study stores them
+        "baselines",
+        [
+            {"name": "ultralytics", "rule": "min(8, CPUs)", "config": LoaderConfig(
+                num_workers=1, batch_size=16, prefetch_factor=4).to_dict()},
+            {"name": "pytorch", "rule": "PyTorch's defaults", "config": LoaderConfig(
+                num_workers=0, batch_size=16).to_dict()},
+        ],
+    )  # fmt: skip
+    summary = summarize(study)
+    said = baselines_not_separated(summary)
+    assert said is not None
+    assert "from ultralytics (w1 b16 pf4: 33.9..43.5" in said and "pytorch" not in said
+    assert "(39.0..48.7 img/s)" in said and ", 1.08x)" in said  # 43.6 / 40.3
+    from io import StringIO
+
+    from rich.console import Console
+
+    out = StringIO()
+    render_summary(summary, storage=None, console=Console(file=out, width=200))
+    assert "Within the noise: the rounds do not separate the winner" in out.getvalue()
+    from loadersearch.report._importance import Importance
+    from loadersearch.report._notes import study_note
+
+    note = study_note(summary, Importance(values={}, trials=[]))  # the dashboard's note
+    assert "Within the noise: the rounds do not separate the winner" in note
+
+
 def test_after_a_busy_round_kept_the_race_drops_only_what_no_measurement_could_save(
     monkeypatch,
 ):
