@@ -296,8 +296,7 @@ def test_a_baseline_the_rounds_do_not_separate_from_the_winner_is_said_to_be_in_
     out = StringIO()
     render_summary(summary, storage=None, console=Console(file=out, width=200))
     assert "Within the noise: the rounds do not separate the winner" in out.getvalue()
-    from loadersearch.report._importance import Importance
-    from loadersearch.report._notes import study_note
+    from loadersearch.report import Importance, study_note
 
     note = study_note(summary, Importance(values={}, trials=[]))  # the dashboard's note
     assert "Within the noise: the rounds do not separate the winner" in note
