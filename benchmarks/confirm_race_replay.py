@@ -22,6 +22,7 @@ default, ``race_noise(common_drift=True)``) and without (``raw``). Run from the 
 from __future__ import annotations
 
 import argparse
+import itertools
 import math
 import random
 import statistics
@@ -135,37 +136,32 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'noise':>6} {'drift':>6} {'spread':>6} {'race':>9} {'measured':>9} "
           f"{'other winner':>13} {'loss, mean':>11} {'loss, worst':>12} "
           f"{'full: loss, mean':>17}")  # fmt: skip
-    for sigma in (0.02, 0.05, 0.10, 0.20):
-        for drift in args.drift:
-            for spread in args.spread:
-                # the same draws for each procedure: a seed per cell
-                draws = random.Random(f"{args.seed}-{sigma}-{drift}-{spread}")
-                cells = {"drift out": [], "raw": []}
-                for _ in range(args.draws):
-                    truth, measured, trial = _draw(draws, sigma, drift, spread, shape)
-                    full_values = remeasure_interleaved(
-                        configs, _replayer(measured), rounds=ROUNDS
+    noises = (0.02, 0.05, 0.10, 0.20)
+    for sigma, drift, spread in itertools.product(noises, args.drift, args.spread):
+        # the same draws for each procedure: a seed per cell
+        draws = random.Random(f"{args.seed}-{sigma}-{drift}-{spread}")
+        cells = {"drift out": [], "raw": []}
+        for _ in range(args.draws):
+            truth, measured, trial = _draw(draws, sigma, drift, spread, shape)
+            full = _winner(remeasure_interleaved(configs, _replayer(measured), rounds=ROUNDS))
+            for name, cell in cells.items():
+                out = name == "drift out"
+                raced_values = _raced(measured, trial, args.rounds, common_drift=out)
+                raced = _winner(raced_values)
+                cell.append(
+                    (
+                        sum(len(v) for v in raced_values.values()),
+                        raced != full,
+                        1 - truth[raced] / truth[full],
+                        1 - truth[full] / max(truth.values()),
                     )
-                    full = _winner(full_values)
-                    for name, cell in cells.items():
-                        raced_values = _raced(
-                            measured, trial, args.rounds, common_drift=name == "drift out"
-                        )
-                        raced = _winner(raced_values)
-                        cell.append(
-                            (
-                                sum(len(v) for v in raced_values.values()),
-                                raced != full,
-                                1 - truth[raced] / truth[full],
-                                1 - truth[full] / max(truth.values()),
-                            )
-                        )
-                for name, cell in cells.items():
-                    counts, differ, losses, full_losses = zip(*cell, strict=True)
-                    print(f"{sigma:>6.0%} {drift:>+6.2f} {spread:>6.2f} {name:>9} "
-                          f"{statistics.fmean(counts):>9.2f} {sum(differ) / args.draws:>13.2%} "
-                          f"{statistics.fmean(losses):>11.2%} {max(losses):>12.1%} "
-                          f"{statistics.fmean(full_losses):>17.2%}")  # fmt: skip
+                )
+        for name, cell in cells.items():
+            counts, differ, losses, full_losses = zip(*cell, strict=True)
+            print(f"{sigma:>6.0%} {drift:>+6.2f} {spread:>6.2f} {name:>9} "
+                  f"{statistics.fmean(counts):>9.2f} {sum(differ) / args.draws:>13.2%} "
+                  f"{statistics.fmean(losses):>11.2%} {max(losses):>12.1%} "
+                  f"{statistics.fmean(full_losses):>17.2%}")  # fmt: skip
     return 0
 
 

@@ -295,7 +295,7 @@ class _Race:
         # complete trials' values: a pruned one's is its last window's rate (Optuna keeps
         # it), stopped for being low, no measurement of the plan to set the noise by
         self.trial_values = {
-            config: cand["trial_value"] if cand.get("trial_complete", True) else None
+            config: cand["trial_value"] if cand["trial_complete"] else None
             for config, cand in by_config.items()
         }
         self.rounds, self.floor, self.quiet, self.progress = rounds, floor, quiet, progress
