@@ -19,11 +19,12 @@ TINY += ["--warmup-steps", "1", "--max-workers", "1", "--no-remedies"]
 
 @pytest.mark.skipif(not os.path.isdir("/dev/shm"), reason="no /dev/shm")
 def test_a_dataset_on_tmpfs_is_diagnosed_and_the_failed_eviction_is_said(tiny_dataset, tmp_path):
-    # tmpfs keeps its pages whatever posix_fadvise says: the fetch stall cannot be measured
+    # tmpfs keeps its pages whatever posix_fadvise says: the fetch stall cannot be measured.
+    # 300 ms of compute per batch of 2 (CI under load once waited >10% of 100 ms for 2 decodes)
     with tempfile.TemporaryDirectory(dir="/dev/shm") as shm:
         data = shutil.copytree(tiny_dataset, os.path.join(shm, "data"))
         out = tmp_path / "out"
-        args = ["diagnose", "--workload", "emulated", "--emulated-ms", "100,0", "--data", data]
+        args = ["diagnose", "--workload", "emulated", "--emulated-ms", "300,0", "--data", data]
         args += ["--num-workers", "1", "--batch-size", "2", "--persistent-workers"]
         result = CliRunner().invoke(cli, [*args, *TINY, "--out", str(out), "--json"])
     assert result.exit_code == 0, result.output
