@@ -168,8 +168,9 @@ def markdown(data: dict[str, Any]) -> str:
         f"# Landscape zoo: every method on every landscape ({data['set']}, {seeds} seeds, "
         "fair replay)",
         "",
-        *([f"Taken from an earlier run of the same code and seeds ({data['reused']['path']}): "
-           f"{', '.join(data['reused']['methods'])}.", ""] if data.get("reused") else []),
+        *([f"Taken from an earlier run on the same seeds ({data['reused']['path']}), as the "
+           f"code then was: {', '.join(data['reused']['methods'])}.", ""]
+          if data.get("reused") else []),
         "Each cell: median / 10th percentile of the answer's true value, % of the landscape's "
         "optimum. Every measurement (the confirmation's too) is a fresh draw from the point's "
         "truth and noise. Budgets count trials, the baselines included.",
@@ -257,7 +258,8 @@ def int_budgets(by_method: dict[str, Any]) -> dict[str, Any]:
 def reuse(summary: dict[str, Any], names: list[str], path: Path, *, seeds: int) -> list[str]:
     """Add to ``summary`` the methods of the earlier run at ``path`` that it lacks (the
     replay is deterministic per method, landscape and seed: the same code gives the same
-    figures); the structured search there is the one of issue 12 (before issue 23)."""
+    figures; a method whose code changed since, e.g. TPE through an older confirmation race,
+    keeps the figures of that code, and the page says they were taken from the earlier run)."""
     old = json.loads(path.read_text())
     if old["seeds"] != seeds:
         sys.exit(f"{path} replayed {old['seeds']} seeds, this run {seeds}; use the same --seeds.")

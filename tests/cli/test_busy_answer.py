@@ -26,7 +26,7 @@ def test_a_run_beside_a_cpu_hog_never_answers_against_its_own_table(tmp_path, bu
         [sys.executable, "-m", "loadersearch", "run", *fast, "--trials", "4",
          "--space", "num_workers=0:1", "--space", "batch_size=8:16:8",
          "--storage", url, "--study", "busy"],
-        env=env, capture_output=True, text=True, timeout=280,
+        env=env, capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     summary = summarize(open_study(url, "busy"))

@@ -16,7 +16,7 @@ from loadersearch.report import open_study
 def _cli(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "loadersearch", *args],
-        env=env, capture_output=True, text=True, timeout=280,
+        env=env, capture_output=True, text=True, timeout=600,
     )  # fmt: skip
 
 

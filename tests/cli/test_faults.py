@@ -51,6 +51,9 @@ def test_four_runs_starting_one_study_at_once_create_it_once_and_share_its_budge
     # tests/search/test_concurrent_start.py.)
     storage_url = f"sqlite:///{tmp_path / 'study.db'}"
     total = 5
+    # Nothing dies here: a 30 s grace, so that four processes on two busy cores, whose
+    # heartbeats can lag the fixture's 3 s, never fail (and requeue) each other's trials.
+    env = {**env, "LOADERSEARCH_HEARTBEAT": "1,30"}
     runs = [
         start_cli(_run_args(storage_url, study_name, tiny_dataset, total, FAST), env, "node-a")
         for _ in range(4)

@@ -65,16 +65,30 @@ def _create(url, name, data, env, trials: int, host: str = "node-a", options=FAS
 
 
 def test_two_workers_on_two_hosts_share_one_budget_exactly(
-    shared_url, study_name, tiny_dataset, env
+    shared_url, study_name, tiny_dataset, env, monkeypatch
 ):
+    from loadersearch import measurement_lock
+
     total = 6
     started = time.monotonic()
-    first = _cli(
-        ["run", "--study", study_name, "--storage", shared_url, "--trials", str(total),
-         "--data", tiny_dataset, *FAST], env, "node-a",
-    )  # fmt: skip
-    wait_for(lambda: _study(shared_url, study_name).trials, what="the study's first trial")
-    second = _cli(["worker", "--study", study_name, "--storage", shared_url], env, "node-b")
+    monkeypatch.setenv("LOADERSEARCH_LOCK_DIR", env["LOADERSEARCH_LOCK_DIR"])
+    monkeypatch.setenv("LOADERSEARCH_HOST", "node-a")
+    # node-a's first trial waits for its host's lock until node-b has started one of its own:
+    # left to race, node-b, still importing torch on a loaded machine, can find every one of
+    # the study's fast trials taken by node-a.
+    with measurement_lock(wait=False):
+        first = _cli(
+            ["run", "--study", study_name, "--storage", shared_url, "--trials", str(total),
+             "--data", tiny_dataset, *FAST], env, "node-a",
+        )  # fmt: skip
+        wait_for(lambda: _study(shared_url, study_name).trials, what="the study's first trial")
+        second = _cli(["worker", "--study", study_name, "--storage", shared_url], env, "node-b")
+        wait_for(
+            lambda: any(
+                t.user_attrs.get("host") == "node-b" for t in _study(shared_url, study_name).trials
+            ),
+            what="a trial of node-b",
+        )
     for proc in (first, second):
         code, out = _finish(proc)
         assert code == 0, out

@@ -95,7 +95,10 @@ def test_slow_trials_are_pruned_after_the_pruner_saw_enough_windows(
 ) -> None:
     study = _load(emulated_study)
     pruned = study.get_trials(states=(TrialState.PRUNED,))
-    assert pruned, [(t.params, t.value) for t in study.trials]
+    # The batch-8 trials run at ~0.5x the batch-16 ones: pruned, unless the best trial's
+    # windows spread so widely (a loaded machine) that its noise margin reaches ~0.5 as well.
+    margin = noise_margin(0.05, study.best_trial.user_attrs.get("window_cv"))
+    assert pruned or margin >= 0.4, ([(t.params, t.value) for t in study.trials], margin)
     for t in pruned:
         assert t.user_attrs["status"] == "pruned"
         assert 4 <= t.user_attrs["windows_done"] < 8
