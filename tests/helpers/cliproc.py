@@ -23,7 +23,9 @@ FAST = [
 # FAST with the study's default precision (0.05: two epochs added to the planned one), for the
 # tests that stop a run, or fill its disk, while a trial measures: a measurement long enough
 # to be caught in, as before FAST measured exactly its plan. (The last --precision counts.)
-CATCHABLE = [*FAST, "--precision", "0.05"]
+# 100 ms steps (sleeps: no CPU), so a signal a busy test process sends late still finds the
+# trial it aimed at being measured.
+CATCHABLE = [*FAST, "--precision", "0.05", "--emulated-ms", "100,0"]
 
 
 def cli_env(tmp_path, **extra: str) -> dict[str, str]:
