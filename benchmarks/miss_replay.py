@@ -11,12 +11,9 @@ Each seed runs one study up to the largest budget asked for (budgets 6, 10 and 1
 default: about a third of the work of ``zoo_replay.py``'s runs to 40), with the fair replay's
 fresh draws and its seeds. The confirmation at each budget draws from the same stream as the
 trials, so with the default budgets (those of ``zoo_replay.py`` up to 14) and seeds a figure
-here equals the committed one while the search is unchanged. (Stop 43 changed the
-confirmation's race and replayed every set with this script, not the pages: the committed
-pages of the twenty-fifth set are of the search as it is, those of the other sets of the race
-before it, and docs/benchmarks/zoo-race-drift.json holds both figures of every landscape. A
-screen against the committed pages therefore shows the race change too; the control run
-below does not.)
+here equals the committed one while the search is unchanged (stop 44 replayed every set's
+page with stop 43's confirmation race; docs/benchmarks/zoo-race-drift.json holds the figures
+before and after that change).
 
 **Judge a change on other seeds.** The misses were picked for their low figures on seeds 0-49,
 so any change that merely draws other measurements (another trial order, another round of
