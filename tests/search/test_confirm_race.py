@@ -5,13 +5,22 @@ ones are in the slow lane: tests/cli/test_busy_answer.py)."""
 from __future__ import annotations
 
 import random
+from io import StringIO
 from types import SimpleNamespace
 
 import optuna
 import pytest
+from rich.console import Console
 
 from loadersearch import LoaderConfig
 from loadersearch.measure import OK, MeasureResult
+from loadersearch.report import (
+    Importance,
+    baselines_not_separated,
+    render_summary,
+    study_note,
+    summarize,
+)
 from loadersearch.search._confirm import (
     confirm_study,
     race_noise,
@@ -273,8 +282,6 @@ def test_a_baseline_the_rounds_do_not_separate_from_the_winner_is_said_to_be_in_
         _trial(33.4, baseline="ultralytics", num_workers=1, batch_size=16, prefetch_factor=4),
         _trial(21.0, baseline="pytorch", num_workers=0, batch_size=16),
     )
-    from loadersearch.report import baselines_not_separated, render_summary, summarize
-
     study.set_user_attr(  # the baselines as a study stores them
         "baselines",
         [
@@ -289,15 +296,9 @@ def test_a_baseline_the_rounds_do_not_separate_from_the_winner_is_said_to_be_in_
     assert said is not None
     assert "from ultralytics (w1 b16 pf4: 33.9..43.5" in said and "pytorch" not in said
     assert "(39.0..48.7 img/s)" in said and ", 1.08x)" in said  # 43.6 / 40.3
-    from io import StringIO
-
-    from rich.console import Console
-
     out = StringIO()
     render_summary(summary, storage=None, console=Console(file=out, width=200))
     assert "Within the noise: the rounds do not separate the winner" in out.getvalue()
-    from loadersearch.report import Importance, study_note
-
     note = study_note(summary, Importance(values={}, trials=[]))  # the dashboard's note
     assert "Within the noise: the rounds do not separate the winner" in note
 
