@@ -8,6 +8,14 @@ used before the study settled, and the machine's load.
 Run from the repository root:  .venv/bin/python benchmarks/bench_phases.py [-- RUN OPTIONS]
 e.g. ``benchmarks/bench_phases.py -- --trials 12 --workload emulated``. ``--json PATH`` writes
 the figures too. Measure on an idle machine: other work shows in every phase.
+
+On a lent GPU machine, whose calls are limited in time, ``--deadline S`` stops the run with
+SIGTERM after S seconds (the run stores every finished trial, fails the interrupted one and
+queues it again) and prints the phases of what was stored, marked as stopped; ``--storage URL
+--study NAME`` keep the study, so that a second call with the same options resumes it:
+
+    .venv/bin/python benchmarks/bench_phases.py --deadline 540 --json $OUT/default-study.json \
+        --storage sqlite:///studies/gpu-default.db --study gpu-default -- --trials 40
 """
 
 from __future__ import annotations
@@ -15,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -26,25 +35,52 @@ from loadersearch.report import open_study, phase_line, phase_rows, settled_line
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--json", help="write the figures to this file")
+    parser.add_argument("--deadline", type=float, metavar="S",
+                        help="stop the run with SIGTERM after S seconds and report what it "
+                        "stored (resume it with --storage and the same command)")  # fmt: skip
+    parser.add_argument("--storage", metavar="URL",
+                        help="keep the study in this storage (default: a temporary SQLite file)")
+    parser.add_argument("--study", default="phases", help="the study's name (default: phases)")
     parser.add_argument("run_args", nargs="*", help="options for `loadersearch run`")
     args = parser.parse_args(argv)
+    if args.deadline is not None and args.deadline <= 0:
+        parser.error("--deadline must be a positive number of seconds")
     run_args = args.run_args or ["--trials", "40"]
     with tempfile.TemporaryDirectory(prefix="bench-phases-") as tmp:
-        url = f"sqlite:///{os.path.join(tmp, 'phases.db')}"
+        url = args.storage or f"sqlite:///{os.path.join(tmp, 'phases.db')}"
         cmd = [sys.executable, "-m", "loadersearch", "run", *run_args, "--storage", url,
-               "--study", "phases", "--quiet"]  # fmt: skip
+               "--study", args.study, "--quiet"]  # fmt: skip
         load_before = os.getloadavg()
         started = time.monotonic()
-        done = subprocess.run(cmd, capture_output=True, text=True)
+        stopped = False
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        try:
+            output, _ = proc.communicate(timeout=args.deadline)
+        except subprocess.TimeoutExpired:
+            stopped = True
+            proc.send_signal(signal.SIGTERM)  # the run stores what it finished, then exits
+            try:
+                output, _ = proc.communicate(timeout=120)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                output, _ = proc.communicate()
         wall = time.monotonic() - started
         load_after = os.getloadavg()
-        if done.returncode != 0:
-            print(done.stdout + done.stderr)
-            return done.returncode
-        summary = summarize(open_study(url, "phases"))
+        if proc.returncode != 0 and not stopped:
+            print(output)
+            return proc.returncode
+        try:
+            summary = summarize(open_study(url, args.study))
+        except Exception as exc:  # stopped before the study was created
+            print(output)
+            print(f"no study to report: {exc}")
+            return 1
     print(f"$ loadersearch run {' '.join(run_args)}")
-    print(f"wall time {wall / 60:.1f} min; load average before {load_before[0]:.2f}, "
-          f"after {load_after[0]:.2f} (1 min); {os.cpu_count()} CPUs")  # fmt: skip
+    print(f"wall time {wall / 60:.1f} min"
+          + (f" (stopped at the {args.deadline:.0f} s deadline; resume with the same command)"
+             if stopped else "")
+          + f"; load average before {load_before[0]:.2f}, after {load_after[0]:.2f} (1 min); "
+          f"{os.cpu_count()} CPUs")  # fmt: skip
     print(f"{summary.finished} trials finished; {settled_line(summary) or 'not settled early'}")
     print(f"{'phase':<34} {'time':>9} {'share':>6}")
     for name, seconds, share in phase_rows(summary):
@@ -54,19 +90,22 @@ def main(argv: list[str] | None = None) -> int:
     w = summary.winner
     if w is not None:
         print(f"answer: {w.config.label()} at {w.rate:.1f} img/s"
-              + (" (inconclusive)" if w.inconclusive else ""))  # fmt: skip
+              + (" (inconclusive)" if w.inconclusive else "")
+              + ("" if w.confirmed else " (the best trial so far, not confirmed)"))  # fmt: skip
     if args.json:
         with open(args.json, "w") as f:
             json.dump(
                 {
                     "command": run_args,
                     "wall_s": round(wall, 1),
+                    "stopped_at_deadline": stopped,
                     "load_average": [round(load_before[0], 2), round(load_after[0], 2)],
                     "finished": summary.finished,
                     "settled": summary.settled,
                     "phases_s": summary.phases,
                     "confirm_s": summary.confirm_s,
                     "answer": w.config.label() if w else None,
+                    "answer_confirmed": bool(w and w.confirmed),
                 },
                 f,
                 indent=2,

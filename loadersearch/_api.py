@@ -230,8 +230,9 @@ def bench(
 
     ``config`` is a :class:`LoaderConfig` (e.g. ``tune(...).best``) or its fields
     (``{"num_workers": 4, "batch_size": 32}``; default: PyTorch's defaults at batch 16);
-    ``plan`` a :class:`MeasurePlan` or some of its fields (default: ``MeasurePlan()`` with
-    ``precision=0.05``, as ``bench``: measured until the epoch time is known to +/-5%).
+    ``plan`` a :class:`MeasurePlan` or some of its fields over the plan a study's trial has
+    on this machine (:func:`loadersearch.search.default_plan`, shorter where the CPU does the
+    heavy work), as ``bench``: measured until the epoch time is known to +/-5%.
     The pipeline and measurement arguments are :func:`tune`'s. ``on_window(window)`` is
     called for every measurement window; returning False stops the measurement (PRUNED).
 
@@ -241,8 +242,8 @@ def bench(
     """
     from loadersearch._hardware import fingerprint
     from loadersearch.errors import SpecError
-    from loadersearch.measure import DEFAULT_PRECISION, measure, prepare
-    from loadersearch.search import resolve_pipeline
+    from loadersearch.measure import measure, prepare
+    from loadersearch.search import cpu_bound, default_plan, resolve_pipeline
 
     given = dict(locals())  # the arguments, before anything else is named here
     _refuse_inside_measurement("bench")
@@ -254,13 +255,15 @@ def bench(
         spec = WorkloadSpec(**_given(WorkloadSpec, given), pipeline=pipeline)
         if not isinstance(config, LoaderConfig):
             config = LoaderConfig(**dict(config or {}))
+        hardware = fingerprint()
         if not isinstance(plan, MeasurePlan):
-            plan = MeasurePlan(**{"precision": DEFAULT_PRECISION, **_plan_options(plan)})
+            study = default_plan(small=cpu_bound(spec, hardware)).to_dict()
+            plan = MeasurePlan(**{**study, **_plan_options(plan)})
     except (TypeError, ValueError) as e:
         raise SpecError(f"invalid configuration: {e}") from e
     # As ``loadersearch bench``: the device decided here (never guessed by the child), the
     # dataset, /dev/shm and the cache checked and readied, what they say logged.
-    ready = prepare(spec, config, fingerprint())
+    ready = prepare(spec, config, hardware)
     for line in [ready.data.describe(), *(c.describe() for c in ready.caches)]:
         if line:
             _logger.info("%s", line)

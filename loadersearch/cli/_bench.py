@@ -17,6 +17,7 @@ from loadersearch.cli._options import (
     loader_options,
     pipeline_given,
     plan_options,
+    study_plan,
     workload_options,
 )
 from loadersearch.errors import LoaderSearchError
@@ -34,8 +35,9 @@ EXIT_INFEASIBLE = 3
     epilog="""\b
 Exit codes: 0 measured; 1 error (bad dataset or sample, a crash); 2 invalid options or
 configuration; 3 infeasible (over the VRAM cap, /dev/shm full, a DataLoader worker killed, a
-hang cut by --timeout, the process killed); 130 Ctrl-C (the measuring processes are killed
-first). With --json the result is printed as JSON in every case, with the same exit codes.
+hang cut by --timeout, the process killed); 130 Ctrl-C, 143 SIGTERM (the measuring processes
+are killed first). With --json the result is printed as JSON in every case, with the same exit
+codes.
 
 \b
 /dev/shm: bench says its size and free space first, and what the configuration's batches in
@@ -61,8 +63,9 @@ def bench(
 ) -> None:
     """Measure one DataLoader configuration and print its throughput.
 
-    The measurement runs in a fresh child process: an unmeasured warm-up epoch, then EPOCHS
-    short epochs of STEPS batches, each starting its workers as real training does. The
+    The measurement runs in a fresh child process, with the plan a study's trial would have
+    on this machine: an unmeasured warm-up epoch, then EPOCHS short epochs of STEPS batches
+    (or more, sized to the batches in flight), each starting its workers as real training does. The
     objective is the projected images/s of one full epoch of the dataset:
     objective = N / (N / steady_rate + start_cost), N = images per full epoch.
 
@@ -73,20 +76,22 @@ def bench(
     Example:
       loadersearch bench --workload loader --num-workers 2 --batch-size 32 --pin-memory
     """
+    from loadersearch._hardware import fingerprint
+
+    hardware = fingerprint()
     config, spec, plan = _inputs(
         num_workers, batch_size, pin_memory, prefetch_factor, persistent_workers, start_method,
-        opts,
+        opts, hardware,
     )  # fmt: skip
     from rich.console import Console
 
-    from loadersearch._hardware import fingerprint
     from loadersearch.measure import measure, prepare
 
     # As a study does: "auto" becomes the device this machine's fingerprint says (a GPU seen by
     # NVML means CUDA), and the child runs there or fails with the reason; the whole dataset
     # is checked (a bad one is refused here in one line, what --skip-bad-samples leaves out is
     # said), /dev/shm against what this configuration needs, a memmap cache built.
-    ready = prepare(spec, config, fingerprint())
+    ready = prepare(spec, config, hardware)
     spec = ready.workload
     workload = spec.kind
     shm = ready.shm
@@ -126,9 +131,10 @@ def _inputs(
     persistent_workers: bool,
     start_method: str | None,
     opts: dict[str, Any],
+    hardware: Any,
 ) -> tuple[LoaderConfig, WorkloadSpec, MeasurePlan]:
-    """The configuration, the workload and the plan the options say, checked."""
-    from loadersearch.measure import DEFAULT_PRECISION
+    """The configuration, the workload and the plan the options say, checked: the plan a
+    study would measure with on this machine (search.default_plan), with the options given."""
     from loadersearch.search import resolve_pipeline
 
     pipeline = resolve_pipeline({}, pipeline_given(opts))
@@ -147,11 +153,9 @@ def _inputs(
             start_method=start_method,
         )
         spec = WorkloadSpec(**given(opts, WORKLOAD_KEYS), pipeline=pipeline)
-        # As a study measures: until the epoch time is known to +/-5%, within 20 s more.
-        plan = MeasurePlan(**{"precision": DEFAULT_PRECISION, **given(opts, PLAN_KEYS)})
     except ValueError as e:
         raise LoaderSearchError(f"invalid configuration: {e}") from e
-    return config, spec, plan
+    return config, spec, study_plan(spec, hardware, given(opts, PLAN_KEYS))
 
 
 def _print_preparation(ready, err) -> None:  # noqa: ANN001

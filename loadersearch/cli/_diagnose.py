@@ -21,10 +21,10 @@ from loadersearch.cli._options import (
     plan_options,
     storage_option,
     study_option,
+    study_plan,
     workload_options,
 )
 from loadersearch.errors import LoaderSearchError
-from loadersearch.measure import MeasurePlan
 from loadersearch.workload import WorkloadSpec
 
 _LOADER_KEYS = tuple(k for k in keys_of(LoaderConfig) if k != "start_method")
@@ -126,7 +126,7 @@ def diagnose(
     err_console = _console(stderr=True)
     target, spec = _what_to_diagnose(study_name, storage, opts, err_console)
     hardware = fingerprint()
-    plan = _plan(spec, hardware, given(opts, PLAN_KEYS))
+    plan = study_plan(spec, hardware, given(opts, PLAN_KEYS))
     # As bench does, but each of the diagnosis's measurements readies its own cache.
     ready = prepare(spec, None, hardware, caches=())
     spec = ready.workload
@@ -196,18 +196,6 @@ def _what_to_diagnose(
     except ValueError as e:
         raise LoaderSearchError(f"invalid configuration: {e}") from e
     return target, spec
-
-
-def _plan(spec: WorkloadSpec, hardware: Any, plan_in: dict[str, Any]) -> MeasurePlan:
-    """A study's default plan for this machine, with the options given."""
-    from loadersearch.search import cpu_bound, default_plan
-
-    try:
-        return MeasurePlan(
-            **{**default_plan(small=cpu_bound(spec, hardware)).to_dict(), **plan_in}
-        )
-    except ValueError as e:
-        raise LoaderSearchError(f"invalid plan: {e}") from e
 
 
 def render(d, written: list[str], console, workload: str = "") -> None:  # noqa: ANN001

@@ -50,8 +50,8 @@ def make_dataset(
     """Generate a stand-in detection dataset in DIRECTORY.
 
     The images resemble Pascal VOC where data-loading cost is concerned: 500x375 and 375x500
-    JPEGs (mostly landscape) with natural-looking texture, about 94 KB each on average, with
-    about 2.4 boxes per image. Use it to try loadersearch, or to compare machines on the same
+    JPEGs (mostly landscape) with natural-looking texture, about 93 kB (91 KiB) each on average,
+    with about 2.4 boxes per image. Use it to try loadersearch, or to compare machines on the same
     data; it is also the built-in dataset used when you give none.
 
     \b

@@ -30,6 +30,7 @@ from loadersearch._options import (
     help_of,
     parse_size,
 )
+from loadersearch.errors import LoaderSearchError
 from loadersearch.measure import MeasurePlan
 from loadersearch.search import StudySettings
 from loadersearch.workload import PIPELINE_PARTS, PipelineSpec, WorkloadSpec
@@ -286,3 +287,16 @@ def given(opts: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
     """The options among ``keys`` that were given (not None), removed from ``opts``."""
     found = {k: opts.pop(k) for k in keys if k in opts}
     return {k: v for k, v in found.items() if v is not None}
+
+
+def study_plan(spec: WorkloadSpec, hardware: Any, plan_in: dict[str, Any]) -> MeasurePlan:
+    """A study's default plan for this machine and workload (search.default_plan), with the
+    options given: what `run`, `diagnose` and `bench` measure with."""
+    from loadersearch.search import cpu_bound, default_plan
+
+    try:
+        return MeasurePlan(
+            **{**default_plan(small=cpu_bound(spec, hardware)).to_dict(), **plan_in}
+        )
+    except ValueError as e:
+        raise LoaderSearchError(f"invalid plan: {e}") from e

@@ -16,6 +16,9 @@ from loadersearch._options import NUMBER, WHOLE, Record, check_fields, opt
 # start are per-epoch costs).
 PROJECTION_METHOD = 2
 DEFAULT_PRECISION = 0.05  # a study's measurements: the epoch time to +/-5% (90% confidence)
+# The command line's plan is a study's (search.default_plan): its defaults are said in the
+# options' help, for both kinds of study (tests/measure/test_plan_help.py checks them).
+_CPU = "a study where the CPU does the heavy work"
 
 
 @dataclass(frozen=True)
@@ -25,20 +28,30 @@ class MeasurePlan(Record):
 
     # Defaults: 4 warm-up + 3 x 8 measured steps, about 10 s on a 2-core CPU for the train
     # workload at 128 px, batch 16 (process start and imports ~3.5 s of it, not measured).
-    epochs: int = opt(3, kind=WHOLE, low=1, help="Measured short epochs, after the warm-up.")
-    steps: int = opt(8, kind=WHOLE, low=1, help="Batches per short epoch.")
+    epochs: int = opt(
+        3, kind=WHOLE, low=1, help="Measured short epochs, after the warm-up "
+        f"[default: 3; {_CPU}: 2].",
+    )  # fmt: skip
+    steps: int = opt(
+        8, kind=WHOLE, low=1, help="Batches per short epoch "
+        f"[default: 8; {_CPU}: 4].",
+    )  # fmt: skip
     windows_per_epoch: int = opt(
         2, kind=WHOLE, low=1, flags=("--windows-per-epoch", "--windows"),
-        help="Measurement windows per short epoch: the steps the pruner compares.",
+        help="Measurement windows per short epoch: the steps the pruner compares "
+        "[default: 4].",
     )  # fmt: skip
     warmup_epochs: int = opt(  # not measured: cudnn autotune, page cache, allocator growth
         1, kind=WHOLE, low=0, help="Unmeasured warm-up epochs [default: {default}]."
     )
-    warmup_steps: int | None = opt(4, kind=WHOLE, low=1, help="Batches per warm-up epoch.")
+    warmup_steps: int | None = opt(
+        4, kind=WHOLE, low=1, help="Batches per warm-up epoch "
+        f"[default: 4; {_CPU}: 2].",
+    )  # fmt: skip
     timeout_s: float = opt(
         300.0, kind=NUMBER, low=0, low_open=True, flags=("--timeout", "--trial-timeout"),
         help="Wall-clock limit of one measurement in seconds, start-up included "
-        "[default: {default:g}].",
+        "[default: {default:g}; " + _CPU + ": 120].",
     )  # fmt: skip
     # after start-up, no window for this long = a hang (TIMEOUT)
     stall_s: float = opt(120.0, kind=NUMBER, low=0, low_open=True, flags=())
@@ -55,7 +68,7 @@ class MeasurePlan(Record):
     epoch_limit_s: float = opt(  # without a warm-up, not cut
         20.0, kind=NUMBER, low=0, low_open=True, flags=("--epoch-limit",),
         help="Seconds a sized epoch may take at the warm-up's rate; longer ones are cut "
-        "(never below --steps) [default: {default:g}].",
+        "(never below --steps) [default: {default:g}; " + _CPU + ": 8].",
     )  # fmt: skip
     # The relative half-width of the projected epoch time's 90% confidence interval
     # (measure.projection.epoch_time_precision). The extra epochs have the same length (not

@@ -87,8 +87,9 @@ class StudySettings:
     sampler: str = opt(  # search.sampler
         SAMPLERS[0], choices=SAMPLERS, noun="sampler",
         help="structured (default): a search that knows the problem's shape (workers on a "
-        "doubling ladder, the largest batch first, then the smaller knobs); tpe, gp: Optuna's "
-        "TPE and Gaussian-process samplers; random. None measures a configuration twice.",
+        "ladder from the best baseline's count, the middle batch first, then the smaller "
+        "knobs); tpe, gp: Optuna's TPE and Gaussian-process samplers; random. None measures a "
+        "configuration twice.",
     )  # fmt: skip
     confirm_rounds: int = opt(  # interleaved re-measurement rounds of the finalists
         3, kind=WHOLE, low=0,

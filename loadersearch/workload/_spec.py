@@ -57,7 +57,8 @@ class PipelineSpec:
     )  # fmt: skip
     model: str | None = opt(
         None, kind=REF, dest="pipeline_model", metavar="MODULE:NAME",
-        help="With --dataset: a callable returning your nn.Module (moved to the device).",
+        help="With --dataset: a callable returning your nn.Module (moved to the device); with "
+        "--ultralytics: a model .yaml or a local .pt.",
     )  # fmt: skip
     loss: str | None = opt(  # a loss class is instantiated
         None, kind=REF, dest="pipeline_loss", metavar="MODULE:NAME",
