@@ -89,6 +89,57 @@ def baselines_not_separated(summary: Summary) -> str | None:
     )
 
 
+_KNOBS = ("num_workers", "batch_size", "pin_memory", "prefetch_factor", "persistent_workers",
+          "start_method", "cache")  # fmt: skip
+
+
+def _knob_value(config: Any, knob: str) -> str:
+    value = getattr(config, knob)
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    return "none" if value is None else str(value)
+
+
+def finalists_not_separated(summary: Summary) -> str | None:
+    """The search's own finalists that the confirmation's rounds did not separate from the
+    winner (measured in every round it was, their highest rate at or above the winner's
+    lowest), and the knobs they differ from it in: between those values the measurements
+    cannot choose, so the winner's values of them are one choice among equals. None when every
+    finalist is clear of the winner (or nothing was confirmed)."""
+    from loadersearch._loader_config import LoaderConfig
+
+    w = summary.winner
+    if w is None or not w.confirmed or w.low is None:
+        return None
+    winner = w.config.label()
+    close = [
+        f
+        for f in summary.finalists
+        if not f.baseline and not f.out_after and f.label != winner and f.high >= w.low
+        and f.config
+    ]  # fmt: skip
+    if not close:
+        return None
+    configs = [LoaderConfig.from_dict(f.config) for f in close]
+    differ: dict[str, list[str]] = {}
+    for config in configs:
+        for knob in _KNOBS:
+            theirs, ours = _knob_value(config, knob), _knob_value(w.config, knob)
+            if theirs != ours and theirs not in differ.setdefault(knob, [ours]):
+                differ[knob].append(theirs)
+    differ = {k: v for k, v in differ.items() if len(v) > 1}
+    if not differ:
+        return None
+    names = ", ".join(f"{f.label} ({f.low:.1f}..{f.high:.1f})" for f in close)
+    knobs = " and ".join(f"{k} (the winner's {v[0]} against {' or '.join(v[1:])})"
+                         for k, v in differ.items())  # fmt: skip
+    return (
+        f"Finalists within the noise: the rounds do not separate the winner ({w.low:.1f}.."
+        f"{w.high:.1f} img/s) from {names}: they differ in {knobs}, and on this machine the "
+        "measurements cannot choose between those values; any of these configurations will do."
+    )
+
+
 def inconclusive_note(w: Winner) -> str | None:
     """Why a confirmed answer is not settled, and what settles it; None when it is."""
     if not w.inconclusive:

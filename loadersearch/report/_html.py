@@ -25,6 +25,7 @@ from loadersearch.report._format import (
     epoch_time,
     finalist_cells,
     finalist_header,
+    finalists_not_separated,
     inconclusive_note,
     machine,
     noise,
@@ -196,6 +197,7 @@ def _confirmation(summary: Summary) -> str:
             "<code>--confirm-rounds 3</code> re-measures the finalists.</p></section>"
         )
     rows = [[_e(c) for c in finalist_cells(f)] for f in summary.finalists]
+    alike = finalists_not_separated(summary)
     stale = ""
     if not summary.confirmation_current:
         stale = (
@@ -213,6 +215,7 @@ def _confirmation(summary: Summary) -> str:
             finalist_header(w.rounds),
             rows,
         )
+        + (f'<p id="finalists-alike">{_e(alike)}</p>' if alike else "")
         + stale
         + "</section>"
     )

@@ -36,6 +36,7 @@ from loadersearch.report._format import (
     epoch_time,
     finalist_cells,
     finalist_header,
+    finalists_not_separated,
     inconclusive_note,
     machine,
     noise,
@@ -146,6 +147,9 @@ def study_note(summary: Summary, importance: Importance) -> str:
         parts.append(
             _table(finalist_header(w.rounds), [finalist_cells(f) for f in summary.finalists])
         )
+        alike = finalists_not_separated(summary)
+        if alike:
+            parts.append(alike)
     differs = best_trial_differs(summary)
     if differs:
         parts.append('### Why the dashboard\'s "Best Trial" may differ')

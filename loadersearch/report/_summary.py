@@ -71,6 +71,7 @@ class Finalist:
     baseline: str | None
     n: int = 0  # its re-measurements
     out_after: int | None = None  # the round after which the race dropped it (it could not win)
+    config: dict[str, Any] | None = None  # its LoaderConfig, as stored
 
 
 @dataclass
@@ -313,6 +314,7 @@ def _finalists(confirmation: dict[str, Any] | None) -> list[Finalist]:
             baseline=c.get("baseline"),
             n=int(c.get("n") or confirmation["rounds"]),
             out_after=c.get("out_after"),
+            config=c.get("config"),
         )
         for c in confirmation["candidates"]
     ]

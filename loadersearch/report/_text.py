@@ -15,6 +15,7 @@ from loadersearch.report._format import (
     cache_line,
     duration,
     epoch_time,
+    finalists_not_separated,
     inconclusive_note,
     machine_load,
     settled_line,
@@ -111,6 +112,9 @@ def render_summary(
         console.print(line, soft_wrap=True, markup=False)
     if summary.baselines:
         _print_baselines(summary, console)
+    alike = finalists_not_separated(summary)
+    if alike:
+        console.print(alike)
     if summary.cache is not None and summary.cache.mode != "none":
         console.print(
             f"\nThe winner reads its images from the {summary.cache.mode} cache: the line below "

@@ -17,9 +17,11 @@ from loadersearch.measure import OK, MeasureResult
 from loadersearch.report import (
     Importance,
     baselines_not_separated,
+    finalists_not_separated,
     render_summary,
     study_note,
     summarize,
+    write_report,
 )
 from loadersearch.search._confirm import (
     confirm_study,
@@ -339,3 +341,51 @@ def test_a_baseline_ahead_in_the_race_is_the_answer_however_its_trial_went(monke
     from loadersearch.report import summarize
 
     assert summarize(study).winner.config == LoaderConfig(num_workers=0, batch_size=16)
+
+
+def test_finalists_the_rounds_do_not_separate_are_said_with_the_knobs_they_differ_in(
+    monkeypatch, tmp_path
+):
+    # The quick start on the emulated device: prefetch 5 and 6 at w1 b32 persistent measure
+    # alike (132.1..132.6 against 132.0..132.7); the answer names the knob it cannot choose,
+    # and a finalist clear of the winner (w2 b16 pf8, 120-121) is not named.
+    monkeypatch.setenv("LOADERSEARCH_QUIET_WAIT_S", "0")
+    study, _, _ = _confirm(
+        {
+            "w1 b32 pf5": [(132.6, False), (132.1, False), (132.6, False)],
+            "w1 b32 pf6": [(132.0, False), (132.7, False), (132.3, False)],
+            "w2 b16 pf8": [(121.0, False), (120.0, False), (120.5, False)],
+        },
+        _trial(132.3, num_workers=1, batch_size=32, prefetch_factor=5),
+        _trial(132.2, num_workers=1, batch_size=32, prefetch_factor=6),
+        _trial(122.0, num_workers=2, batch_size=16, prefetch_factor=8),
+    )
+    summary = summarize(study)
+    said = finalists_not_separated(summary)
+    assert said is not None and summary.winner.config.prefetch_factor == 5
+    assert "(132.1..132.6 img/s) from w1 b32 pf6 (132.0..132.7)" in said
+    assert "prefetch_factor (the winner's 5 against 6)" in said and "w2 b16" not in said
+    assert "num_workers" not in said and "batch_size" not in said
+    out = StringIO()
+    render_summary(summary, storage=None, console=Console(file=out, width=300))
+    assert "Finalists within the noise" in out.getvalue()
+    note = study_note(summary, Importance(values={}, trials=[]))  # the dashboard's note
+    assert "Finalists within the noise" in note
+    index = write_report(study, str(tmp_path))[0]  # the report page
+    with open(index, encoding="utf-8") as f:
+        assert 'id="finalists-alike">Finalists within the noise' in f.read()
+
+
+def test_no_finalist_is_said_to_be_within_the_noise_when_the_rounds_separate_them(
+    monkeypatch,
+):
+    monkeypatch.setenv("LOADERSEARCH_QUIET_WAIT_S", "0")
+    study, _, _ = _confirm(
+        {
+            "w1 b32 pf5": [(132.6, False), (132.1, False), (132.6, False)],
+            "w1 b32 pf6": [(128.0, False), (129.7, False), (130.3, False)],
+        },
+        _trial(132.3, num_workers=1, batch_size=32, prefetch_factor=5),
+        _trial(132.2, num_workers=1, batch_size=32, prefetch_factor=6),
+    )
+    assert finalists_not_separated(summarize(study)) is None
