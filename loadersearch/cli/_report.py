@@ -173,7 +173,7 @@ def render_machines(storage: str | None, as_json: bool, pattern: str | None = No
 )
 def best(study_name: str | None, storage: str | None, fmt: str) -> None:
     """The confirmed winner, for scripts: JSON, a DataLoader(...) line, or env lines."""
-    from loadersearch.report import env_lines, open_study, summarize
+    from loadersearch.report import env_lines, finalists_alike, open_study, summarize
 
     summary = summarize(open_study(storage, study_name))
     w = summary.winner
@@ -201,6 +201,8 @@ def best(study_name: str | None, storage: str | None, fmt: str) -> None:
                     "trial": w.trial,
                     "emulated": summary.emulated,
                     "ranks": summary.gpus,  # the loader settings are per rank
+                    # finalists the confirmation could not separate from it: as good here
+                    "within_noise": [f.config for f in finalists_alike(summary)],
                 },
                 indent=2,
             )

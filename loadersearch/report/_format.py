@@ -100,25 +100,32 @@ def _knob_value(config: Any, knob: str) -> str:
     return "none" if value is None else str(value)
 
 
-def finalists_not_separated(summary: Summary) -> str | None:
+def finalists_alike(summary: Summary) -> list[Finalist]:
     """The search's own finalists that the confirmation's rounds did not separate from the
-    winner (measured in every round it was, their highest rate at or above the winner's
-    lowest), and the knobs they differ from it in: between those values the measurements
-    cannot choose, so the winner's values of them are one choice among equals. None when every
-    finalist is clear of the winner (or nothing was confirmed)."""
-    from loadersearch._loader_config import LoaderConfig
-
+    winner: measured in every round it was (the race did not drop them) and their highest rate
+    at or above the winner's lowest; empty when nothing was confirmed."""
     w = summary.winner
     if w is None or not w.confirmed or w.low is None:
-        return None
+        return []
     winner = w.config.label()
-    close = [
+    return [
         f
         for f in summary.finalists
         if not f.baseline and not f.out_after and f.label != winner and f.high >= w.low
         and f.config
     ]  # fmt: skip
-    if not close:
+
+
+def finalists_not_separated(summary: Summary) -> str | None:
+    """The finalists the rounds did not separate from the winner (:func:`finalists_alike`),
+    and the knobs they differ from it in: between those values the measurements
+    cannot choose, so the winner's values of them are one choice among equals. None when every
+    finalist is clear of the winner (or nothing was confirmed)."""
+    from loadersearch._loader_config import LoaderConfig
+
+    w = summary.winner
+    close = finalists_alike(summary)
+    if w is None or not close:
         return None
     configs = [LoaderConfig.from_dict(f.config) for f in close]
     differ: dict[str, list[str]] = {}
