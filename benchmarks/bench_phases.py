@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import signal
 import subprocess
@@ -30,6 +31,19 @@ import tempfile
 import time
 
 from loadersearch.report import open_study, phase_line, phase_rows, settled_line, summarize
+
+
+def _stop(proc: subprocess.Popen) -> str:
+    """SIGTERM to the run (it stores what it finished, fails and queues the trial it was
+    measuring and stops its measuring processes), SIGKILL if it has not exited in 2 minutes;
+    what it printed."""
+    proc.send_signal(signal.SIGTERM)
+    try:
+        output, _ = proc.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        output, _ = proc.communicate()
+    return output or ""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -43,8 +57,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--study", default="phases", help="the study's name (default: phases)")
     parser.add_argument("run_args", nargs="*", help="options for `loadersearch run`")
     args = parser.parse_args(argv)
-    if args.deadline is not None and args.deadline <= 0:
-        parser.error("--deadline must be a positive number of seconds")
+    if args.deadline is not None and not (math.isfinite(args.deadline) and args.deadline > 0):
+        parser.error("--deadline must be a positive, finite number of seconds")
     run_args = args.run_args or ["--trials", "40"]
     with tempfile.TemporaryDirectory(prefix="bench-phases-") as tmp:
         url = args.storage or f"sqlite:///{os.path.join(tmp, 'phases.db')}"
@@ -53,17 +67,18 @@ def main(argv: list[str] | None = None) -> int:
         load_before = os.getloadavg()
         started = time.monotonic()
         stopped = False
+        # SIGTERM to this script (a lent machine's time limit) stops the run as the deadline
+        # does: the finally below, never a run left measuring without its parent.
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         try:
             output, _ = proc.communicate(timeout=args.deadline)
         except subprocess.TimeoutExpired:
             stopped = True
-            proc.send_signal(signal.SIGTERM)  # the run stores what it finished, then exits
-            try:
-                output, _ = proc.communicate(timeout=120)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                output, _ = proc.communicate()
+            output = _stop(proc)
+        finally:
+            if proc.poll() is None:  # this script is exiting (a signal, Ctrl-C, an error)
+                _stop(proc)
         wall = time.monotonic() - started
         load_after = os.getloadavg()
         if proc.returncode != 0 and not stopped:
@@ -77,7 +92,9 @@ def main(argv: list[str] | None = None) -> int:
             return 1
     print(f"$ loadersearch run {' '.join(run_args)}")
     print(f"wall time {wall / 60:.1f} min"
-          + (f" (stopped at the {args.deadline:.0f} s deadline; resume with the same command)"
+          + (f" (stopped at the {args.deadline:.0f} s deadline; "
+             + ("resume with the same command)" if args.storage else
+                "the study was in a temporary file: give --storage to resume a stopped run)")
              if stopped else "")
           + f"; load average before {load_before[0]:.2f}, after {load_after[0]:.2f} (1 min); "
           f"{os.cpu_count()} CPUs")  # fmt: skip
@@ -86,7 +103,8 @@ def main(argv: list[str] | None = None) -> int:
     for name, seconds, share in phase_rows(summary):
         print(f"{name:<34} {seconds:>9} {share:>6}")
     print(f"{'confirmation':<34} {summary.confirm_s:>8.1f}s")
-    print(phase_line(summary))
+    line = phase_line(summary)
+    print(line or "no measured epochs yet")
     w = summary.winner
     if w is not None:
         print(f"answer: {w.config.label()} at {w.rate:.1f} img/s"

@@ -230,9 +230,10 @@ def bench(
 
     ``config`` is a :class:`LoaderConfig` (e.g. ``tune(...).best``) or its fields
     (``{"num_workers": 4, "batch_size": 32}``; default: PyTorch's defaults at batch 16);
-    ``plan`` a :class:`MeasurePlan` or some of its fields over the plan a study's trial has
-    on this machine (:func:`loadersearch.search.default_plan`, shorter where the CPU does the
-    heavy work), as ``bench``: measured until the epoch time is known to +/-5%.
+    ``plan`` some of :class:`MeasurePlan`'s fields over the plan a study's trial has on this
+    machine (:func:`loadersearch.search.default_plan`, shorter where the CPU does the heavy
+    work), as ``bench``: measured until the epoch time is known to +/-5%; or a whole
+    :class:`MeasurePlan`, used as it is (its own defaults for what it does not set).
     The pipeline and measurement arguments are :func:`tune`'s. ``on_window(window)`` is
     called for every measurement window; returning False stops the measurement (PRUNED).
 
@@ -243,7 +244,7 @@ def bench(
     from loadersearch._hardware import fingerprint
     from loadersearch.errors import SpecError
     from loadersearch.measure import measure, prepare
-    from loadersearch.search import cpu_bound, default_plan, resolve_pipeline
+    from loadersearch.search import cpu_bound, resolve_pipeline, study_plan_with
 
     given = dict(locals())  # the arguments, before anything else is named here
     _refuse_inside_measurement("bench")
@@ -257,8 +258,7 @@ def bench(
             config = LoaderConfig(**dict(config or {}))
         hardware = fingerprint()
         if not isinstance(plan, MeasurePlan):
-            study = default_plan(small=cpu_bound(spec, hardware)).to_dict()
-            plan = MeasurePlan(**{**study, **_plan_options(plan)})
+            plan = study_plan_with(_plan_options(plan), small=cpu_bound(spec, hardware))
     except (TypeError, ValueError) as e:
         raise SpecError(f"invalid configuration: {e}") from e
     # As ``loadersearch bench``: the device decided here (never guessed by the child), the

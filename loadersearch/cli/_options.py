@@ -292,11 +292,9 @@ def given(opts: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
 def study_plan(spec: WorkloadSpec, hardware: Any, plan_in: dict[str, Any]) -> MeasurePlan:
     """A study's default plan for this machine and workload (search.default_plan), with the
     options given: what `run`, `diagnose` and `bench` measure with."""
-    from loadersearch.search import cpu_bound, default_plan
+    from loadersearch.search import cpu_bound, study_plan_with
 
     try:
-        return MeasurePlan(
-            **{**default_plan(small=cpu_bound(spec, hardware)).to_dict(), **plan_in}
-        )
+        return study_plan_with(plan_in, small=cpu_bound(spec, hardware))
     except ValueError as e:
         raise LoaderSearchError(f"invalid plan: {e}") from e

@@ -173,7 +173,7 @@ def render_machines(storage: str | None, as_json: bool, pattern: str | None = No
 )
 def best(study_name: str | None, storage: str | None, fmt: str) -> None:
     """The confirmed winner, for scripts: JSON, a DataLoader(...) line, or env lines."""
-    from loadersearch.report import env_lines, finalists_alike, open_study, summarize
+    from loadersearch.report import env_lines, not_separated, open_study, summarize
 
     summary = summarize(open_study(storage, study_name))
     w = summary.winner
@@ -201,8 +201,13 @@ def best(study_name: str | None, storage: str | None, fmt: str) -> None:
                     "trial": w.trial,
                     "emulated": summary.emulated,
                     "ranks": summary.gpus,  # the loader settings are per rank
-                    # finalists the confirmation could not separate from it: as good here
-                    "within_noise": [f.config for f in finalists_alike(summary)],
+                    # finalists (baselines among them) the confirmation could not separate
+                    # from it: as good on this machine
+                    "within_noise": [
+                        {"config": f.config, "baseline": f.baseline, "low": f.low,
+                         "high": f.high}  # fmt: skip
+                        for f in not_separated(summary)
+                    ],
                 },
                 indent=2,
             )

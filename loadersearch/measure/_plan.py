@@ -96,7 +96,9 @@ class MeasurePlan(Record):
         check_fields(self)
         if self.windows_per_epoch > self.steps:
             raise ValueError(
-                f"windows_per_epoch ({self.windows_per_epoch}) cannot exceed steps ({self.steps})."
+                f"windows_per_epoch ({self.windows_per_epoch}) cannot exceed steps "
+                f"({self.steps}): give fewer windows per epoch (--windows-per-epoch) or more "
+                "steps (--steps)."
             )
 
     def sized_steps(self, config: LoaderConfig, full_steps: int = 0) -> int:

@@ -54,23 +54,31 @@ def baselines_source(summary: Summary) -> str:
     )
 
 
+def not_separated(summary: Summary) -> list[Finalist]:
+    """The finalists (baselines among them) that the confirmation's rounds did not separate
+    from the winner: measured in every round it was (the race did not drop them) and their
+    highest rate at or above the winner's lowest; empty when nothing was confirmed. With one
+    round the rates are single points, and only a tie overlaps."""
+    w = summary.winner
+    if w is None or not w.confirmed or w.low is None:
+        return []
+    winner = w.config.label()
+    return [
+        f
+        for f in summary.finalists
+        if not f.out_after and f.label != winner and f.high >= w.low
+    ]
+
+
 def baselines_not_separated(summary: Summary) -> str | None:
-    """The baselines that the confirmation's rounds did not separate from the winner: measured
-    in every round it was (the race did not drop them) and their highest rate at or above the
-    winner's lowest. Their speedup is within the noise, not a settled gain; None when every
-    baseline is clear of the winner (or nothing was confirmed)."""
+    """The baselines among :func:`not_separated`: their speedup is within the noise, not a
+    settled gain; None when every baseline is clear of the winner (or nothing was
+    confirmed)."""
     from loadersearch.search import baseline_names
 
     w = summary.winner
-    if w is None or not w.confirmed or w.low is None:
-        return None
-    winner = w.config.label()
-    close = [
-        f
-        for f in summary.finalists
-        if f.baseline and not f.out_after and f.label != winner and f.high >= w.low
-    ]
-    if not close:
+    close = [f for f in not_separated(summary) if f.baseline]
+    if w is None or not close:
         return None
     speedups = {b.name: b.speedup for b in summary.baselines}
     parts = []
@@ -91,6 +99,7 @@ def baselines_not_separated(summary: Summary) -> str | None:
 
 _KNOBS = ("num_workers", "batch_size", "pin_memory", "prefetch_factor", "persistent_workers",
           "start_method", "cache")  # fmt: skip
+_WITH_WORKERS = ("prefetch_factor", "persistent_workers", "start_method")  # none without
 
 
 def _knob_value(config: Any, knob: str) -> str:
@@ -100,37 +109,28 @@ def _knob_value(config: Any, knob: str) -> str:
     return "none" if value is None else str(value)
 
 
-def finalists_alike(summary: Summary) -> list[Finalist]:
-    """The search's own finalists that the confirmation's rounds did not separate from the
-    winner: measured in every round it was (the race did not drop them) and their highest rate
-    at or above the winner's lowest; empty when nothing was confirmed."""
-    w = summary.winner
-    if w is None or not w.confirmed or w.low is None:
-        return []
-    winner = w.config.label()
-    return [
-        f
-        for f in summary.finalists
-        if not f.baseline and not f.out_after and f.label != winner and f.high >= w.low
-        and f.config
-    ]  # fmt: skip
+def _and(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
 
 
 def finalists_not_separated(summary: Summary) -> str | None:
-    """The finalists the rounds did not separate from the winner (:func:`finalists_alike`),
-    and the knobs they differ from it in: between those values the measurements
-    cannot choose, so the winner's values of them are one choice among equals. None when every
-    finalist is clear of the winner (or nothing was confirmed)."""
+    """The search's own finalists among :func:`not_separated`, and the knobs they differ from
+    the winner in: between those values the measurements cannot choose, so the winner's values
+    of them are one choice among equals (the knobs that exist only with workers are left out
+    where either side has none: the worker count says it). None when every finalist is clear
+    of the winner (or nothing was confirmed)."""
     from loadersearch._loader_config import LoaderConfig
 
     w = summary.winner
-    close = finalists_alike(summary)
+    close = [f for f in not_separated(summary) if not f.baseline and f.config]
     if w is None or not close:
         return None
-    configs = [LoaderConfig.from_dict(f.config) for f in close]
     differ: dict[str, list[str]] = {}
-    for config in configs:
+    for config in (LoaderConfig.from_dict(f.config) for f in close):
+        no_workers = config.num_workers == 0 or w.config.num_workers == 0
         for knob in _KNOBS:
+            if no_workers and knob in _WITH_WORKERS:
+                continue
             theirs, ours = _knob_value(config, knob), _knob_value(w.config, knob)
             if theirs != ours and theirs not in differ.setdefault(knob, [ours]):
                 differ[knob].append(theirs)
@@ -138,8 +138,8 @@ def finalists_not_separated(summary: Summary) -> str | None:
     if not differ:
         return None
     names = ", ".join(f"{f.label} ({f.low:.1f}..{f.high:.1f})" for f in close)
-    knobs = " and ".join(f"{k} (the winner's {v[0]} against {' or '.join(v[1:])})"
-                         for k, v in differ.items())  # fmt: skip
+    knobs = _and([f"{k} (the winner's {v[0]} against {' or '.join(v[1:])})"
+                  for k, v in differ.items()])  # fmt: skip
     return (
         f"Finalists within the noise: the rounds do not separate the winner ({w.low:.1f}.."
         f"{w.high:.1f} img/s) from {names}: they differ in {knobs}, and on this machine the "

@@ -19,7 +19,7 @@ from loadersearch.search._confirm import (
     remeasure_interleaved,
     trial_config,
 )
-from loadersearch.search._defaults import cpu_bound, default_plan
+from loadersearch.search._defaults import cpu_bound, default_plan, study_plan_with
 from loadersearch.search._objective import (
     CONSTRAINT,
     METRIC_NAME,
@@ -123,6 +123,7 @@ __all__ = [
     "settings_from_study",
     "settled",
     "stored_spec",
+    "study_plan_with",
     "trial_config",
     "trial_noise",
     "unusable_input",

@@ -5,6 +5,8 @@ space (:func:`default_space`) that follow from it.
 
 from __future__ import annotations
 
+from typing import Any
+
 from loadersearch._cpu_budget import CpuBudget
 from loadersearch._hardware import Hardware
 from loadersearch.measure import DEFAULT_PRECISION, MeasurePlan
@@ -37,6 +39,26 @@ def default_plan(*, small: bool) -> MeasurePlan:
             extend_limit_s=8.0, **shared,
         )  # fmt: skip
     return MeasurePlan(epochs=3, steps=8, warmup_steps=4, **shared)
+
+
+def study_plan_with(plan_in: dict[str, Any], *, small: bool) -> MeasurePlan:
+    """:func:`default_plan` with the fields given; a plan the two make invalid is refused with
+    the defaults it took named (``ValueError``): a user who gave ``--steps 1`` learns that the
+    4 windows it cannot hold are the study's default, not something they asked for."""
+    study = default_plan(small=small).to_dict()
+    try:
+        return MeasurePlan(**{**study, **plan_in})
+    except ValueError as e:
+        taken = [f"{k} {study[k]}" for k in _CHECKED if k not in plan_in]
+        if not taken:
+            raise
+        where = "where the CPU does the heavy work" if small else "on this machine"
+        raise ValueError(
+            f"{str(e).rstrip('.')}; {' and '.join(taken)} not given: a study's default {where}."
+        ) from e
+
+
+_CHECKED = ("windows_per_epoch", "steps")  # the fields MeasurePlan checks against each other
 
 
 def default_space(hardware: Hardware, *, small: bool, ranks: int = 1) -> SearchSpace:

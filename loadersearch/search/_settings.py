@@ -41,7 +41,7 @@ from loadersearch._options import (
 from loadersearch._options import parse_size as config_parse_size
 from loadersearch.errors import SpecError
 from loadersearch.measure import MeasurePlan
-from loadersearch.search._defaults import cpu_bound, default_plan, default_space
+from loadersearch.search._defaults import cpu_bound, default_space, study_plan_with
 from loadersearch.search._space import SearchSpace
 from loadersearch.search._space_text import KNOBS, SpaceError
 from loadersearch.workload import PipelineSpec, WorkloadSpec, check_gpus
@@ -276,7 +276,7 @@ def resolve_settings(
     check_gpus(workload, hardware)
     small = cpu_bound(workload, hardware)
     try:
-        plan = MeasurePlan(**{**default_plan(small=small).to_dict(), **plan_in})
+        plan = study_plan_with(plan_in, small=small)
     except (TypeError, ValueError) as e:
         raise SpecError(f"plan: {e}") from e
 

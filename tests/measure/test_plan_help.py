@@ -52,3 +52,16 @@ def test_the_help_states_the_defaults_a_study_measures_with(command: str, option
     field = OPTIONS[option]
     assert gpu == float(getattr(default_plan(small=False), field))
     assert cpu == float(getattr(default_plan(small=True), field))
+
+
+def test_a_plan_the_study_defaults_make_invalid_names_the_default_it_took() -> None:
+    from click.testing import CliRunner
+
+    # --steps 1 against the 4 windows an epoch of every study plan: the user gave no
+    # --windows-per-epoch, so the message says where the 4 came from and what to give
+    result = CliRunner().invoke(cli, ["bench", "--workload", "emulated", "--steps", "1"])
+    assert result.exit_code == 2, result.output
+    assert "windows_per_epoch (4) cannot exceed steps (1)" in result.output
+    assert "(--windows-per-epoch) or more steps (--steps)" in result.output
+    assert "windows_per_epoch 4 not given: a study's default" in result.output
+    assert "Traceback" not in result.output

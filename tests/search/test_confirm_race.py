@@ -389,3 +389,20 @@ def test_no_finalist_is_said_to_be_within_the_noise_when_the_rounds_separate_the
         _trial(132.2, num_workers=1, batch_size=32, prefetch_factor=6),
     )
     assert finalists_not_separated(summarize(study)) is None
+
+
+def test_a_finalist_without_workers_is_told_apart_by_its_worker_count_alone(monkeypatch):
+    # prefetch, persistence and the start method exist only with workers: not listed
+    monkeypatch.setenv("LOADERSEARCH_QUIET_WAIT_S", "0")
+    study, _, _ = _confirm(
+        {
+            "w0 b16": [(100.0, False), (99.0, False), (101.0, False)],
+            "w1 b16 pf8 persist": [(99.5, False), (100.5, False), (98.0, False)],
+        },
+        _trial(101.0, num_workers=0, batch_size=16),
+        _trial(100.0, num_workers=1, batch_size=16, prefetch_factor=8, persistent_workers=True),
+    )
+    said = finalists_not_separated(summarize(study))
+    assert said is not None and "num_workers (the winner's 0 against 1)" in said
+    assert "prefetch_factor" not in said and "persistent_workers" not in said
+    assert "start_method" not in said
