@@ -30,20 +30,39 @@ import sys
 import tempfile
 import time
 
+from loadersearch.errors import LoaderSearchError
 from loadersearch.report import open_study, phase_line, phase_rows, settled_line, summarize
+
+GRACE_S = 45  # a deadline of 540 s and this grace fit a lent machine's 600 s call
+
+
+class _Terminated(Exception):
+    """SIGTERM to this script: stop the run and report, as at the deadline."""
+
+
+def _terminated(*_: object) -> None:
+    raise _Terminated
 
 
 def _stop(proc: subprocess.Popen) -> str:
     """SIGTERM to the run (it stores what it finished, fails and queues the trial it was
-    measuring and stops its measuring processes), SIGKILL if it has not exited in 2 minutes;
-    what it printed."""
+    measuring and stops its measuring processes), SIGKILL if it has not exited in
+    :data:`GRACE_S`; what it printed."""
     proc.send_signal(signal.SIGTERM)
     try:
-        output, _ = proc.communicate(timeout=120)
+        output, _ = proc.communicate(timeout=GRACE_S)
     except subprocess.TimeoutExpired:
         proc.kill()
         output, _ = proc.communicate()
     return output or ""
+
+
+def _finished(url: str, study: str) -> int:
+    """Trials finished in a stored study before this call (0 when there is none yet)."""
+    try:
+        return summarize(open_study(url, study)).finished
+    except LoaderSearchError:
+        return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -67,13 +86,15 @@ def main(argv: list[str] | None = None) -> int:
         load_before = os.getloadavg()
         started = time.monotonic()
         stopped = False
+        before = _finished(url, args.study) if args.storage else 0  # a resumed study's trials
         # SIGTERM to this script (a lent machine's time limit) stops the run as the deadline
-        # does: the finally below, never a run left measuring without its parent.
-        signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+        # does; on any other exit the finally below stops it: never a run left measuring
+        # without its parent.
+        signal.signal(signal.SIGTERM, _terminated)
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         try:
             output, _ = proc.communicate(timeout=args.deadline)
-        except subprocess.TimeoutExpired:
+        except (subprocess.TimeoutExpired, _Terminated):
             stopped = True
             output = _stop(proc)
         finally:
@@ -86,19 +107,22 @@ def main(argv: list[str] | None = None) -> int:
             return proc.returncode
         try:
             summary = summarize(open_study(url, args.study))
-        except Exception as exc:  # stopped before the study was created
+        except LoaderSearchError as exc:  # stopped before the study was created
             print(output)
             print(f"no study to report: {exc}")
             return 1
     print(f"$ loadersearch run {' '.join(run_args)}")
     print(f"wall time {wall / 60:.1f} min"
-          + (f" (stopped at the {args.deadline:.0f} s deadline; "
+          + (f" (stopped at {time.monotonic() - started:.0f} s; "
              + ("resume with the same command)" if args.storage else
                 "the study was in a temporary file: give --storage to resume a stopped run)")
              if stopped else "")
           + f"; load average before {load_before[0]:.2f}, after {load_after[0]:.2f} (1 min); "
           f"{os.cpu_count()} CPUs")  # fmt: skip
-    print(f"{summary.finished} trials finished; {settled_line(summary) or 'not settled early'}")
+    print(f"{summary.finished} trials finished"
+          + (f" ({before} of them before this call: the figures below are the whole study's, "
+             "the wall time this call's)" if before else "")
+          + f"; {settled_line(summary) or 'not settled early'}")  # fmt: skip
     print(f"{'phase':<34} {'time':>9} {'share':>6}")
     for name, seconds, share in phase_rows(summary):
         print(f"{name:<34} {seconds:>9} {share:>6}")
@@ -116,7 +140,8 @@ def main(argv: list[str] | None = None) -> int:
                 {
                     "command": run_args,
                     "wall_s": round(wall, 1),
-                    "stopped_at_deadline": stopped,
+                    "stopped": stopped,
+                    "finished_before": before,
                     "load_average": [round(load_before[0], 2), round(load_after[0], 2)],
                     "finished": summary.finished,
                     "settled": summary.settled,

@@ -174,6 +174,7 @@ def render_machines(storage: str | None, as_json: bool, pattern: str | None = No
 def best(study_name: str | None, storage: str | None, fmt: str) -> None:
     """The confirmed winner, for scripts: JSON, a DataLoader(...) line, or env lines."""
     from loadersearch.report import env_lines, not_separated, open_study, summarize
+    from loadersearch.search import baseline_names
 
     summary = summarize(open_study(storage, study_name))
     w = summary.winner
@@ -198,16 +199,18 @@ def best(study_name: str | None, storage: str | None, fmt: str) -> None:
                     "inconclusive": w.inconclusive,
                     "settled": summary.settled,
                     "spread": w.spread,
+                    "low": w.low,  # its lowest and highest re-measurement (confirmed)
+                    "high": w.high,
                     "trial": w.trial,
                     "emulated": summary.emulated,
                     "ranks": summary.gpus,  # the loader settings are per rank
                     # finalists (baselines among them) the confirmation could not separate
                     # from it: as good on this machine
                     "within_noise": [
-                        {"config": f.config, "baseline": f.baseline, "low": f.low,
-                         "high": f.high}  # fmt: skip
+                        {"config": f.config, "low": f.low, "high": f.high,
+                         "baselines": baseline_names(f.baseline) if f.baseline else []}
                         for f in not_separated(summary)
-                    ],
+                    ],  # fmt: skip
                 },
                 indent=2,
             )

@@ -97,7 +97,7 @@ class MeasurePlan(Record):
         if self.windows_per_epoch > self.steps:
             raise ValueError(
                 f"windows_per_epoch ({self.windows_per_epoch}) cannot exceed steps "
-                f"({self.steps}): give fewer windows per epoch (--windows-per-epoch) or more "
+                f"({self.steps}): give fewer windows_per_epoch (--windows-per-epoch) or more "
                 "steps (--steps)."
             )
 

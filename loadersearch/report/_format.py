@@ -57,11 +57,12 @@ def baselines_source(summary: Summary) -> str:
 def not_separated(summary: Summary) -> list[Finalist]:
     """The finalists (baselines among them) that the confirmation's rounds did not separate
     from the winner: measured in every round it was (the race did not drop them) and their
-    highest rate at or above the winner's lowest; empty when nothing was confirmed. With one
-    round the rates are single points, and only a tie overlaps."""
+    highest rate at or above the winner's lowest; empty when nothing was confirmed or a
+    measurement of the winner failed. With one round the rates are single points, and only a
+    tie overlaps."""
     w = summary.winner
-    if w is None or not w.confirmed or w.low is None:
-        return []
+    if w is None or not w.confirmed or w.low is None or w.low <= 0:
+        return []  # a failed measurement (0) of the winner bounds nothing
     winner = w.config.label()
     return [
         f
@@ -97,8 +98,6 @@ def baselines_not_separated(summary: Summary) -> str | None:
     )
 
 
-_KNOBS = ("num_workers", "batch_size", "pin_memory", "prefetch_factor", "persistent_workers",
-          "start_method", "cache")  # fmt: skip
 _WITH_WORKERS = ("prefetch_factor", "persistent_workers", "start_method")  # none without
 
 
@@ -113,37 +112,45 @@ def _and(items: list[str]) -> str:
     return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
 
 
+def _differences(config: Any, winner: Any) -> list[str]:
+    """``prefetch_factor 6 against the winner's 5``, for each knob ``config`` differs in (the
+    knobs that exist only with workers left out where either side has none: the worker count
+    says it)."""
+    from loadersearch.search import KNOBS
+
+    no_workers = config.num_workers == 0 or winner.num_workers == 0
+    out = []
+    for knob in KNOBS:
+        if no_workers and knob in _WITH_WORKERS:
+            continue
+        theirs, ours = _knob_value(config, knob), _knob_value(winner, knob)
+        if theirs != ours:
+            out.append(f"{knob} {theirs} against the winner's {ours}")
+    return out
+
+
 def finalists_not_separated(summary: Summary) -> str | None:
-    """The search's own finalists among :func:`not_separated`, and the knobs they differ from
-    the winner in: between those values the measurements cannot choose, so the winner's values
-    of them are one choice among equals (the knobs that exist only with workers are left out
-    where either side has none: the worker count says it). None when every finalist is clear
-    of the winner (or nothing was confirmed)."""
+    """The search's own finalists among :func:`not_separated`, each with the knobs it differs
+    from the winner in: between those values the measurements cannot choose, so the winner's
+    values of them are one choice among equals. None when every finalist is clear of the
+    winner (or nothing was confirmed)."""
     from loadersearch._loader_config import LoaderConfig
 
     w = summary.winner
     close = [f for f in not_separated(summary) if not f.baseline and f.config]
-    if w is None or not close:
+    if w is None:
         return None
-    differ: dict[str, list[str]] = {}
-    for config in (LoaderConfig.from_dict(f.config) for f in close):
-        no_workers = config.num_workers == 0 or w.config.num_workers == 0
-        for knob in _KNOBS:
-            if no_workers and knob in _WITH_WORKERS:
-                continue
-            theirs, ours = _knob_value(config, knob), _knob_value(w.config, knob)
-            if theirs != ours and theirs not in differ.setdefault(knob, [ours]):
-                differ[knob].append(theirs)
-    differ = {k: v for k, v in differ.items() if len(v) > 1}
-    if not differ:
+    parts = []
+    for f in close:
+        differs = _differences(LoaderConfig.from_dict(f.config), w.config)
+        if differs:
+            parts.append(f"{f.label} ({f.low:.1f}..{f.high:.1f}; {_and(differs)})")
+    if not parts:
         return None
-    names = ", ".join(f"{f.label} ({f.low:.1f}..{f.high:.1f})" for f in close)
-    knobs = _and([f"{k} (the winner's {v[0]} against {' or '.join(v[1:])})"
-                  for k, v in differ.items()])  # fmt: skip
     return (
         f"Finalists within the noise: the rounds do not separate the winner ({w.low:.1f}.."
-        f"{w.high:.1f} img/s) from {names}: they differ in {knobs}, and on this machine the "
-        "measurements cannot choose between those values; any of these configurations will do."
+        f"{w.high:.1f} img/s) from {_and(parts)}: on this machine the measurements cannot "
+        "choose between those values; any of these configurations will do."
     )
 
 

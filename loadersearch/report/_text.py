@@ -114,7 +114,7 @@ def render_summary(
         _print_baselines(summary, console)
     alike = finalists_not_separated(summary)
     if alike:
-        console.print(alike)
+        console.print(alike, soft_wrap=True, markup=False)
     if summary.cache is not None and summary.cache.mode != "none":
         console.print(
             f"\nThe winner reads its images from the {summary.cache.mode} cache: the line below "

@@ -49,8 +49,10 @@ def study_plan_with(plan_in: dict[str, Any], *, small: bool) -> MeasurePlan:
     try:
         return MeasurePlan(**{**study, **plan_in})
     except ValueError as e:
+        merged = {**study, **plan_in}
+        clash = merged.get("windows_per_epoch", 0) > merged.get("steps", 0)
         taken = [f"{k} {study[k]}" for k in _CHECKED if k not in plan_in]
-        if not taken:
+        if not (clash and taken):
             raise
         where = "where the CPU does the heavy work" if small else "on this machine"
         raise ValueError(

@@ -21,6 +21,9 @@ OPTIONS = {
     "--timeout": "timeout_s",
     "--epoch-limit": "epoch_limit_s",
     "--extend-limit": "extend_limit_s",
+    "--warmup-epochs": "warmup_epochs",
+    "--in-flight-rounds": "in_flight_rounds",
+    "--precision": "precision",
 }
 
 
@@ -62,6 +65,6 @@ def test_a_plan_the_study_defaults_make_invalid_names_the_default_it_took() -> N
     result = CliRunner().invoke(cli, ["bench", "--workload", "emulated", "--steps", "1"])
     assert result.exit_code == 2, result.output
     assert "windows_per_epoch (4) cannot exceed steps (1)" in result.output
-    assert "(--windows-per-epoch) or more steps (--steps)" in result.output
+    assert "windows_per_epoch (--windows-per-epoch) or more steps (--steps)" in result.output
     assert "windows_per_epoch 4 not given: a study's default" in result.output
     assert "Traceback" not in result.output

@@ -18,6 +18,7 @@ from loadersearch.report import (
     Importance,
     baselines_not_separated,
     finalists_not_separated,
+    not_separated,
     render_summary,
     study_note,
     summarize,
@@ -363,8 +364,9 @@ def test_finalists_the_rounds_do_not_separate_are_said_with_the_knobs_they_diffe
     summary = summarize(study)
     said = finalists_not_separated(summary)
     assert said is not None and summary.winner.config.prefetch_factor == 5
-    assert "(132.1..132.6 img/s) from w1 b32 pf6 (132.0..132.7)" in said
-    assert "prefetch_factor (the winner's 5 against 6)" in said and "w2 b16" not in said
+    assert "(132.1..132.6 img/s) from w1 b32 pf6 (132.0..132.7; prefetch_factor 6 against " \
+        "the winner's 5)" in said
+    assert "w2 b16" not in said
     assert "num_workers" not in said and "batch_size" not in said
     out = StringIO()
     render_summary(summary, storage=None, console=Console(file=out, width=300))
@@ -403,6 +405,42 @@ def test_a_finalist_without_workers_is_told_apart_by_its_worker_count_alone(monk
         _trial(100.0, num_workers=1, batch_size=16, prefetch_factor=8, persistent_workers=True),
     )
     said = finalists_not_separated(summarize(study))
-    assert said is not None and "num_workers (the winner's 0 against 1)" in said
+    assert said is not None and "num_workers 1 against the winner's 0)" in said
     assert "prefetch_factor" not in said and "persistent_workers" not in said
     assert "start_method" not in said
+
+
+def test_a_finalist_measured_to_the_end_below_the_winners_lowest_is_not_named(monkeypatch):
+    # Two rounds: round 1 keeps the rival (within the 10% floor), round 2 ends the race with
+    # its best (131.0) below the winner's lowest (132.1): measured to the end, yet separated.
+    monkeypatch.setenv("LOADERSEARCH_QUIET_WAIT_S", "0")
+    study, confirmation, calls = _confirm(
+        {
+            "w1 b32 pf5": [(132.6, False), (132.1, False)],
+            "w1 b32 pf6": [(130.0, False), (131.0, False)],
+        },
+        _trial(132.3, num_workers=1, batch_size=32, prefetch_factor=5),
+        _trial(132.2, num_workers=1, batch_size=32, prefetch_factor=6),
+        rounds=2,
+    )
+    assert calls.count("w1 b32 pf6") == 2  # in the race to the end
+    summary = summarize(study)
+    assert [f.out_after for f in summary.finalists] == [None, None]
+    assert finalists_not_separated(summary) is None and not_separated(summary) == []
+
+
+def test_a_failed_measurement_of_the_winner_makes_no_finalist_its_equal(monkeypatch):
+    # A failure is stored as 0: the winner's lowest would be 0, which every rate reaches.
+    monkeypatch.setenv("LOADERSEARCH_QUIET_WAIT_S", "0")
+    study, _, _ = _confirm(
+        {
+            "w1 b32 pf5": [(150.0, False), (0.0, False), (150.0, False)],
+            "w2 b16 pf5": [(140.0, False), (141.0, False), (139.0, False)],
+        },
+        _trial(150.0, num_workers=1, batch_size=32, prefetch_factor=5),
+        _trial(141.0, num_workers=2, batch_size=16, prefetch_factor=5),
+    )
+    summary = summarize(study)
+    assert summary.winner.config.num_workers == 1 and summary.winner.low == 0
+    assert [f.out_after for f in summary.finalists] == [None, None]  # both to the end
+    assert not_separated(summary) == [] and finalists_not_separated(summary) is None
