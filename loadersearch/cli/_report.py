@@ -43,7 +43,10 @@ def _busy_note(row: dict) -> str:
     help="Write the report page (index.html, readable offline) and its plots (HTML and PNG) "
     "to this directory.",
 )
-@click.option("--top", type=click.IntRange(min=1), default=15, help="Trials in the table.")
+@click.option(
+    "--top", type=click.IntRange(min=1), default=15, show_default=True,
+    help="Trials in the ranked table, best first.",
+)  # fmt: skip
 @click.option(
     "--machines",
     "by_machine",
