@@ -271,8 +271,10 @@ def reuse(summary: dict[str, Any], names: list[str], path: Path, *, seeds: int) 
             if method not in summary[land]:
                 summary[land][method] = s
                 added.append(method)
+    # the earlier run's order (the default first, random search last), whichever were replayed
+    before = {m: i for i, m in enumerate(old.get("methods", []))}
     order = [*dict.fromkeys([*names, *added])]
-    order.sort(key=lambda m: m == "random search")  # random search last
+    order.sort(key=lambda m: (m == "random search", before.get(m, len(before))))
     for land in summary:
         summary[land] = {m: summary[land][m] for m in order if m in summary[land]}
     return order

@@ -24,17 +24,13 @@ from loadersearch.report._diagnose_target import winner_target
 from loadersearch.report._format import (
     baseline_cells,
     baseline_header,
-    baselines_not_separated,
     baselines_source,
     cache_line,
     cost,
     duration,
     epoch_time,
     finalist_cells,
-    finalists_not_separated,
-    inconclusive_note,
     machine_load,
-    not_separated,
     phase_line,
     phase_rows,
     settled_line,
@@ -57,6 +53,12 @@ from loadersearch.report._notes import (
 from loadersearch.report._plots import write_plots
 from loadersearch.report._progress import PlainProgress, RichProgress, make_progress
 from loadersearch.report._reading import open_study, space_fixed
+from loadersearch.report._separation import (
+    baselines_not_separated,
+    finalists_not_separated,
+    inconclusive_note,
+    not_separated,
+)
 from loadersearch.report._summary import BaselineResult, Finalist, Summary, Winner, summarize
 from loadersearch.report._text import dashboard_command, render_summary
 

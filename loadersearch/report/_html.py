@@ -17,16 +17,12 @@ from loadersearch.report._answer import answer_python
 from loadersearch.report._format import (
     baseline_cells,
     baseline_header,
-    baselines_not_separated,
     baselines_source,
-    best_trial_differs,
     cache_line,
     cost,
     epoch_time,
     finalist_cells,
     finalist_header,
-    finalists_not_separated,
-    inconclusive_note,
     machine,
     noise,
     probe,
@@ -36,6 +32,12 @@ from loadersearch.report._format import (
 )
 from loadersearch.report._importance import Importance, importances
 from loadersearch.report._plots import figures, write_figures_html, write_pngs
+from loadersearch.report._separation import (
+    baselines_not_separated,
+    best_trial_differs,
+    finalists_not_separated,
+    inconclusive_note,
+)
 from loadersearch.report._summary import Summary, summarize
 from loadersearch.report._trials import COMPLETE
 

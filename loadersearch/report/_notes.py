@@ -29,15 +29,11 @@ from loadersearch.report._answer import answer_python
 from loadersearch.report._format import (
     baseline_cells,
     baseline_header,
-    baselines_not_separated,
-    best_trial_differs,
     cache_line,
     cost,
     epoch_time,
     finalist_cells,
     finalist_header,
-    finalists_not_separated,
-    inconclusive_note,
     machine,
     noise,
     probe,
@@ -48,6 +44,12 @@ from loadersearch.report._format import (
 )
 from loadersearch.report._importance import Importance, importances
 from loadersearch.report._plots import importance_figure, importance_title, window_figure_png
+from loadersearch.report._separation import (
+    baselines_not_separated,
+    best_trial_differs,
+    finalists_not_separated,
+    inconclusive_note,
+)
 from loadersearch.report._summary import (
     Finalist,
     Summary,

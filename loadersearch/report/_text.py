@@ -10,18 +10,20 @@ from loadersearch.report._answer import answer_lines
 from loadersearch.report._format import (
     baseline_cells,
     baseline_header,
-    baselines_not_separated,
     baselines_source,
     cache_line,
     duration,
     epoch_time,
-    finalists_not_separated,
-    inconclusive_note,
     machine_load,
     settled_line,
     skipped_lines,
     winner_evidence,
     winner_title,
+)
+from loadersearch.report._separation import (
+    baselines_not_separated,
+    finalists_not_separated,
+    inconclusive_note,
 )
 from loadersearch.report._summary import Summary
 

@@ -6,7 +6,7 @@ import optuna
 from hand_study import BEST_SINGLE, WINNER, add_trial, cfg, make_study
 
 from loadersearch.report import summarize
-from loadersearch.report._format import best_trial_differs
+from loadersearch.report._separation import best_trial_differs
 
 
 def test_the_winner_is_the_confirmed_median_not_the_best_single_measurement(hand_study):
