@@ -1349,7 +1349,57 @@ def twentyfifth() -> list[Landscape]:
 
 TWENTYFIFTH_SEEDS = tuple(range(2661, 2673))
 
-# The 2nd to 25th held-out sets, each written before one design change, in the order written:
+
+def twentysixth() -> list[Landscape]:
+    """The twenty-sixth held-out set (issue 23, stop 47): written after stop 47's change to the
+    worker ladder's direction (a fall at a count more than twice the best's, the baselines' 32
+    above their 8, turns the ladder down only where it is steeper than half) and before its
+    replay, as its judge. Hosts behind such baselines, both ways: a 32-thread GPU host peaking
+    at ~12 workers (32 at two thirds of 8), a 24-thread CPU host peaking at ~6 (the article's 24
+    at 60% of 8: the change steps up first, away from it), a 48-thread GPU host peaking at ~16
+    (32 above 8: no fall), a 32-thread GPU host peaking at ~10 behind a steep fall (32 at a
+    third of 8: the change keeps it stepping down), a 32-thread CPU host level from ~6 to 8
+    workers behind a gentle fall (the change steps up first, away from it); and
+    twelve new seeds of the randomised family."""
+    lands = [
+        Landscape("twentysixth-peak-12-32", "32 threads (16 physical), 1 GPU, 5% noise: the "
+                  "rate peaks at ~12 workers, 32 at half of it (two thirds of 8), best batch 32",
+                  server(cores=12, per_worker=30.0, knee=12.0, serial=25.0, contention=0.6,
+                  fixed_ms=5.0, per_image_ms=0.6, best_batch=32, batch_width=2.0, hide=0.15,
+                  pin_gain=0.04, s0=0.3, s1=0.03), cpus=32, physical=16, gpus=1, noise=0.05,
+                  held_out=True),
+        Landscape("twentysixth-peak-6-24", "24 threads (12 physical), no GPU, 5% noise: the "
+                  "rate peaks at ~5-6 workers, 8 within 3%, 24 (the article's) at 60% of 8, "
+                  "best batch 16",
+                  server(cores=5, per_worker=20.0, knee=5.0, serial=15.0, contention=0.3,
+                  fixed_ms=40.0, per_image_ms=8.0, best_batch=16, batch_width=1.8, hide=0.1,
+                  pin_gain=0.0, s0=0.4, s1=0.04), cpus=24, physical=12, noise=0.05,
+                  held_out=True),
+        Landscape("twentysixth-peak-16-48", "48 threads (24 physical), 1 GPU, 6% noise: the "
+                  "rate peaks at ~16 workers, 32 above 8 (no fall), best batch 64",
+                  server(cores=16, per_worker=25.0, knee=18.0, serial=20.0, contention=1.0,
+                  fixed_ms=6.0, per_image_ms=0.4, best_batch=64, batch_width=2.2, hide=0.2,
+                  pin_gain=0.05, s0=0.3, s1=0.03), cpus=48, physical=24, gpus=1, noise=0.06,
+                  held_out=True),
+        Landscape("twentysixth-steep-10-32", "32 threads (16 physical), 1 GPU, 5% noise: the "
+                  "rate peaks at ~10 workers, 32 at a third of 8, best batch 16",
+                  server(cores=10, per_worker=35.0, knee=10.0, serial=30.0, contention=1.5,
+                  fixed_ms=4.0, per_image_ms=0.8, best_batch=16, batch_width=1.8, hide=0.15,
+                  pin_gain=0.04, s0=0.3, s1=0.04), cpus=32, physical=16, gpus=1, noise=0.05,
+                  held_out=True),
+        Landscape("twentysixth-gentle-6-32", "32 threads (16 physical), no GPU, 4% noise: the "
+                  "rate is level from ~6 to 8 workers, 32 a third lower, best batch 32",
+                  server(cores=5, per_worker=15.0, knee=5.0, serial=12.0, contention=0.15,
+                  fixed_ms=50.0, per_image_ms=10.0, best_batch=32, batch_width=2.0, hide=0.1,
+                  pin_gain=0.0, s0=0.4, s1=0.05), cpus=32, physical=16, noise=0.04,
+                  held_out=True),
+    ]  # fmt: skip
+    return lands + renamed_family("twentysixth", TWENTYSIXTH_SEEDS)
+
+
+TWENTYSIXTH_SEEDS = tuple(range(2681, 2693))
+
+# The 2nd to 26th held-out sets, each written before one design change, in the order written:
 # name -> the landscapes (each set's tables in benchmarks/data/zoo-NAME/, its replay's pages
 # docs/benchmarks/landscape-zoo-NAME.*).
 HELD_OUT_SETS: dict[str, Callable[[], list[Landscape]]] = {
@@ -1361,7 +1411,7 @@ HELD_OUT_SETS: dict[str, Callable[[], list[Landscape]]] = {
     "eighteenth": eighteenth, "nineteenth": nineteenth,
     "twentieth": twentieth, "twentyfirst": twentyfirst,
     "twentysecond": twentysecond, "twentythird": twentythird,
-    "twentyfourth": twentyfourth, "twentyfifth": twentyfifth,
+    "twentyfourth": twentyfourth, "twentyfifth": twentyfifth, "twentysixth": twentysixth,
 }  # fmt: skip
 
 

@@ -48,6 +48,12 @@ FALLS = 0.20
 # (twelfth-2413 of the zoo) was never walked down to, and where nothing matters the step down
 # costs nothing.
 WORKERS_FLAT = 0.10
+# Where the nearest worker count measured above is more than FAR_ABOVE times the best's (the
+# baselines' 8 and 32 on a server), a fall there says the peak lies below that count, not
+# below the best's: it turns the ladder down only where the count above measured at less
+# than half the rate (FALLS_FAR).
+FAR_ABOVE = 2.0
+FALLS_FAR = 0.50
 
 
 class LadderSteps:
@@ -329,7 +335,10 @@ def _falls_above(best: LoaderConfig, shape: dict[LoaderConfig, float], knob: str
         above = [x for x in at if x > v]
         if v not in at or not above:
             continue
-        if at[min(above)] < (1.0 - falls) * at[v]:
+        limit = falls
+        if knob == W and falls == FALLS and min(above) > FAR_ABOVE * v:
+            limit = max(falls, FALLS_FAR)
+        if at[min(above)] < (1.0 - limit) * at[v]:
             fell = True
         else:
             rises = True

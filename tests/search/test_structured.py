@@ -314,6 +314,28 @@ def test_where_the_rate_falls_clearly_above_the_workers_step_down_first() -> Non
     assert strategy.next_config(near) == LoaderConfig(8, 64, False, 8, True)
 
 
+def test_a_fall_at_a_count_far_above_turns_the_workers_down_only_where_it_is_steep() -> None:
+    """The baselines' 0, 32 and 8 workers on a server, 8 the best: 32 (four times 8) at 40%
+    below 8 bounds the peak below 32, not below 8, so the ladder steps up first (16: the
+    zoo's optima at 9-14 workers behind such baselines, twentyfourth-2645 at 14); at 60%
+    below, down first (4: most optima behind so steep a fall lie below 8). A count just
+    above (12, 1.5 times 8) at 40% below turns it down as before."""
+    observed = [baseline(0, 0, 100.0), baseline(1, 32, 150.0), baseline(2, 8, 250.0)]
+    for w, b, v in [(8, 32, 180.0), (8, 16, 260.0)]:  # the start, then the batch back
+        config = LoaderConfig(w, b, False, 8, True)
+        assert HOST(SPACE).next_config(observed) == config
+        observed.append(Observation(len(observed), config, COMPLETE, v, False))
+    assert HOST(SPACE).next_config(observed) == LoaderConfig(16, 16, False, 8, True)
+    steep = [*observed[:1], dataclasses.replace(observed[1], value=100.0), *observed[2:]]
+    assert HOST(SPACE).next_config(steep) == LoaderConfig(4, 16, False, 8, True)
+    space = SearchSpace(num_workers=(0, 12), batch_size=(8, 64), batch_step=0)
+    near = [baseline(0, 0, 100.0), baseline(1, 12, 150.0), baseline(2, 8, 250.0)]
+    found = search(HOST(space), lambda c: {12: 150.0, 8: 250.0}.get(c.num_workers, 50.0), 4,
+                   near)  # fmt: skip
+    walked = [o.config.num_workers for o in found[3:] if o.config.num_workers != 8]
+    assert walked[0] == 4, found[3:]
+
+
 def test_where_no_worker_count_beats_none_the_workers_step_down_first() -> None:
     """A 32-core host whose loader peaks narrowly at 2 workers (twelfth-2413 of the zoo): the
     baselines' 8 and 32 workers and the start measure as without any, so the ladder steps
