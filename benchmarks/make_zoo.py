@@ -36,9 +36,11 @@ form of stop 40's worker rule), into benchmarks/data/zoo-twentythird/ the twenty
 (``twentythird-*``, noisy hosts, written after stop 41's traces of the misses at budget 14
 and before any change they lead to), into benchmarks/data/zoo-twentyfourth/ the
 twenty-fourth (``twentyfourth-*``, optima at either end of the batch ladder, written before
-stop 42's prototypes, none of which was kept) and into benchmarks/data/zoo-twentyfifth/ the
+stop 42's prototypes, none of which was kept), into benchmarks/data/zoo-twentyfifth/ the
 twenty-fifth (``twentyfifth-*``, near-ties for the confirmation's race, written before stop
-43's replay of its race change).
+43's replay of its race change) and into benchmarks/data/zoo-twentysixth/ the twenty-sixth
+(``twentysixth-*``, hosts behind the baselines' 8 and 32 workers, written before the replay
+of stop 47's change to the workers' first direction).
 
     .venv/bin/python benchmarks/make_zoo.py            # a few seconds
     .venv/bin/python benchmarks/make_zoo.py --set twentysecond   # one set's tables only

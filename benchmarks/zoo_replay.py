@@ -30,6 +30,7 @@ quality = truth of the answer / true optimum; median and 10th percentile over se
     nice .venv/bin/python benchmarks/zoo_replay.py --set twentythird  # ~5 min
     nice .venv/bin/python benchmarks/zoo_replay.py --set twentyfourth # ~5 min
     nice .venv/bin/python benchmarks/zoo_replay.py --set twentyfifth  # ~5 min
+    nice .venv/bin/python benchmarks/zoo_replay.py --set twentysixth  # ~5 min
 
 (50 seeds, every method, on 2 idle cores.) Landscapes: the measured 2-core table
 (benchmarks/data/tabular-grid.json.gz, truth = the mean of its repeats, noise = their CV) and
@@ -42,8 +43,8 @@ benchmarks/data/zoo-fourteenth/, benchmarks/data/zoo-fifteenth/, benchmarks/data
 benchmarks/data/zoo-seventeenth/, benchmarks/data/zoo-eighteenth/,
 benchmarks/data/zoo-nineteenth/, benchmarks/data/zoo-twentieth/,
 benchmarks/data/zoo-twentyfirst/, benchmarks/data/zoo-twentysecond/,
-benchmarks/data/zoo-twentythird/, benchmarks/data/zoo-twentyfourth/ and
-benchmarks/data/zoo-twentyfifth/ (the held-out sets).
+benchmarks/data/zoo-twentythird/, benchmarks/data/zoo-twentyfourth/, benchmarks/data/zoo-twentyfifth/ and
+benchmarks/data/zoo-twentysixth/ (the held-out sets).
 Prints the zoo table (landscape x method x budget, median /
 10th percentile) and the targets, and writes Markdown, JSON and a plot to --out.
 """
