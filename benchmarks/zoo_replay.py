@@ -43,8 +43,8 @@ benchmarks/data/zoo-fourteenth/, benchmarks/data/zoo-fifteenth/, benchmarks/data
 benchmarks/data/zoo-seventeenth/, benchmarks/data/zoo-eighteenth/,
 benchmarks/data/zoo-nineteenth/, benchmarks/data/zoo-twentieth/,
 benchmarks/data/zoo-twentyfirst/, benchmarks/data/zoo-twentysecond/,
-benchmarks/data/zoo-twentythird/, benchmarks/data/zoo-twentyfourth/, benchmarks/data/zoo-twentyfifth/ and
-benchmarks/data/zoo-twentysixth/ (the held-out sets).
+benchmarks/data/zoo-twentythird/, benchmarks/data/zoo-twentyfourth/,
+benchmarks/data/zoo-twentyfifth/ and benchmarks/data/zoo-twentysixth/ (the held-out sets).
 Prints the zoo table (landscape x method x budget, median /
 10th percentile) and the targets, and writes Markdown, JSON and a plot to --out.
 """
