@@ -319,8 +319,9 @@ def _falls_above(best: LoaderConfig, shape: dict[LoaderConfig, float], knob: str
     prefetch, persistence or pinning: the baselines measure other ones), the nearest value
     above measured more than ``falls`` (:data:`FALLS` for the workers, :data:`FALLS_BATCH` for
     the batch) below ``best``'s, and nowhere did it measure as high. Then the peak lies at or
-    below this value, and that ladder steps down first. Never for a ``best`` without workers
-    (its rate says nothing of the loader's)."""
+    below this value, and that ladder steps down first; for the workers, a count above more
+    than :data:`FAR_ABOVE` times ``best``'s counts only where it fell by :data:`FALLS_FAR`.
+    Never for a ``best`` without workers (its rate says nothing of the loader's)."""
     other = B if knob == W else W
     v = getattr(best, knob)
     if best.num_workers <= 0:
@@ -335,10 +336,8 @@ def _falls_above(best: LoaderConfig, shape: dict[LoaderConfig, float], knob: str
         above = [x for x in at if x > v]
         if v not in at or not above:
             continue
-        limit = falls
-        if knob == W and falls == FALLS and min(above) > FAR_ABOVE * v:
-            limit = max(falls, FALLS_FAR)
-        if at[min(above)] < (1.0 - limit) * at[v]:
+        far = knob == W and min(above) > FAR_ABOVE * v  # the baselines' 32 above their 8
+        if at[min(above)] < (1.0 - (max(falls, FALLS_FAR) if far else falls)) * at[v]:
             fell = True
         else:
             rises = True
