@@ -1,0 +1,135 @@
+#!/usr/bin/env python
+"""What the baselines cost at small budgets: random search replayed as the zoo's pages replay
+it (every trial its own draw, no pruner, no confirmation) and again with the three baselines
+first (PyTorch's defaults, the source article's rule and Ultralytics', as every loadersearch
+study measures them: with a budget of 6 they are half of it), beside the default's committed
+figures, on the landscapes where the default trails random search at a small budget.
+
+    nice .venv/bin/python benchmarks/baseline_cost.py                  # ~4 min on 2 cores
+    nice .venv/bin/python benchmarks/baseline_cost.py --landscapes peak-5 --budgets 6,10,14
+    nice .venv/bin/python benchmarks/baseline_cost.py --out docs/benchmarks/baseline-cost.json
+
+Random search on the pages spends every trial on the space; the default (and TPE, which the
+pages replay with the baselines too) spends three on the rules of thumb, whose figures the
+report and optuna-dashboard show beside the answer. With the baselines first, random search
+is the same bet as the default's walk with its three remaining trials drawn at random: where
+the default trails it, the walk went the wrong way; where it does not, the gap to random
+search on the page is what measuring the baselines cost.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import multiprocessing
+import time
+from pathlib import Path
+from typing import Any
+
+import zoo_replay
+from bench_tabular.replay import RANDOM, Method, replay_seed, setup, summarise
+from zoo_table import DEFAULT, DOCS, load
+from zoo_table import RANDOM as RANDOM_NAME
+
+AFTER_BASELINES = "random search after the baselines"
+WITH_BASELINES = Method(AFTER_BASELINES, None, pruner="none", baselines=True, confirm_rounds=0)
+METHODS = {RANDOM.name: RANDOM, AFTER_BASELINES: WITH_BASELINES}
+
+
+def _job(task: tuple[str, str, int, tuple[int, ...]]) -> list[dict[str, Any]]:
+    name, method, seed, budgets = task
+    if name not in zoo_replay._STATE:
+        zoo_replay._STATE[name] = setup(zoo_replay._STATE["paths"][name])
+    s = zoo_replay._STATE[name]
+    rows = replay_seed(METHODS[method], s["table"], s["space"], workload=s["workload"],
+                       plan=s["plan"], hardware=s["hardware"], seed=seed,
+                       budgets=list(budgets), gpu=s["gpu"], fair=True)  # fmt: skip
+    return [{**r, "landscape": name} for r in rows]
+
+
+def trailing(committed: dict[str, Any], budgets: tuple[int, ...]) -> list[str]:
+    """The landscapes where the default's committed median or 10th percentile is below random
+    search's at one of ``budgets``."""
+    names = []
+    for land, (_, by_method) in committed.items():
+        d, r = by_method.get(DEFAULT), by_method.get(RANDOM_NAME)
+        if d and r and any(d["budgets"][b][k] < r["budgets"][b][k]
+                           for b in budgets for k in ("median", "p10")):  # fmt: skip
+            names.append(land)
+    return sorted(names)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--landscapes", default="",
+                   help="comma-separated names (default: where the default trails random "
+                   "search at one of the budgets on the committed pages)")  # fmt: skip
+    p.add_argument("--budgets", default="6,10", help="comma-separated trial budgets")
+    p.add_argument("--seeds", type=int, default=50)
+    p.add_argument("--jobs", type=int, default=2)
+    p.add_argument("--docs", type=Path, default=DOCS, help="the committed replays' JSON")
+    p.add_argument("--out", type=Path, help="write the figures here (JSON)")
+    args = p.parse_args(argv)
+    budgets = tuple(sorted(int(b) for b in args.budgets.split(",") if b))
+    committed = load(args.docs)
+    paths: dict[str, Path] = {}
+    for which in zoo_replay.STEMS:
+        if which != "all":
+            paths.update(zoo_replay.landscapes(which))
+    names = args.landscapes.split(",") if args.landscapes else trailing(committed, budgets)
+    unknown = [n for n in names if n not in paths]
+    if unknown:
+        p.error(f"unknown landscape {unknown[0]!r}")
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
+    tasks = [(n, m, seed, budgets) for n in names for m in METHODS for seed in range(args.seeds)]
+    rows: list[dict[str, Any]] = []
+    t0 = time.time()
+    ctx = multiprocessing.get_context("fork")
+    with ctx.Pool(args.jobs, initializer=zoo_replay._init,
+                  initargs=({n: paths[n] for n in names},)) as pool:  # fmt: skip
+        for i, got in enumerate(pool.imap_unordered(_job, tasks, chunksize=4), 1):
+            rows.extend(got)
+            if i % 200 == 0 or i == len(tasks):
+                logging.info("%d/%d runs replayed (%.0f s)", i, len(tasks), time.time() - t0)
+    summary: dict[str, Any] = {}
+    for n in names:
+        mine = sorted((r for r in rows if r["landscape"] == n), key=lambda r: r["seed"])
+        summary[n] = zoo_replay.int_budgets(summarise(mine, order=list(METHODS)))
+        page = committed.get(n, ("", {}))[1]
+        for method in (DEFAULT, RANDOM_NAME):
+            if method in page:
+                summary[n][f"{method} (page)"] = page[method]
+    print(f"\nmedian / 10th percentile (% of the optimum), {args.seeds} seeds; the default's "
+          "and random search's figures of the committed pages beside this run's")
+    print("| landscape | budget | default (page) | random search (page) | random search "
+          "| random search after the baselines |")
+    above = {b: [0, 0] for b in budgets}  # default at or above random after baselines
+    for n in names:
+        s = summary[n]
+        for b in budgets:
+            cells = []
+            for m in (f"{DEFAULT} (page)", f"{RANDOM_NAME} (page)", RANDOM.name, AFTER_BASELINES):
+                x = s.get(m, {}).get("budgets", {}).get(b)
+                cells.append(f"{100 * x['median']:.1f}/{100 * x['p10']:.1f}" if x else "-")
+            print(f"| {n} | {b} | " + " | ".join(cells) + " |")
+            d = s.get(f"{DEFAULT} (page)", {}).get("budgets", {}).get(b)
+            rb = s[AFTER_BASELINES]["budgets"][b]
+            if d:
+                above[b][0] += d["median"] >= rb["median"]
+                above[b][1] += d["p10"] >= rb["p10"]
+    for b in budgets:
+        print(f"budget {b}: the default at or above random search after the baselines on "
+              f"{above[b][0]} of {len(names)} landscapes (median), {above[b][1]} (10th "
+              "percentile)")
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps({
+            "seeds": args.seeds, "budgets": list(budgets), "replay_s": time.time() - t0,
+            "above": {str(b): v for b, v in above.items()}, "summary": summary,
+        }, indent=1, default=str))  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
