@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import multiprocessing
 import time
 from pathlib import Path
 from typing import Any
@@ -81,15 +80,9 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"unknown landscape {unknown[0]!r}")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
     tasks = [(n, m, seed, budgets) for n in names for m in METHODS for seed in range(args.seeds)]
-    rows: list[dict[str, Any]] = []
     t0 = time.time()
-    ctx = multiprocessing.get_context("fork")
-    with ctx.Pool(args.jobs, initializer=zoo_replay._init,
-                  initargs=({n: paths[n] for n in names},)) as pool:  # fmt: skip
-        for i, got in enumerate(pool.imap_unordered(_job, tasks, chunksize=4), 1):
-            rows.extend(got)
-            if i % 200 == 0 or i == len(tasks):
-                logging.info("%d/%d runs replayed (%.0f s)", i, len(tasks), time.time() - t0)
+    rows = zoo_replay.run_pool(_job, tasks, {n: paths[n] for n in names}, jobs=args.jobs,
+                               every=200)  # fmt: skip
     summary: dict[str, Any] = {}
     for n in names:
         mine = sorted((r for r in rows if r["landscape"] == n), key=lambda r: r["seed"])

@@ -36,7 +36,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import multiprocessing
 import statistics
 import sys
 import time
@@ -100,15 +99,9 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
     tasks = [(n, seed, budgets, args.confirm_rounds) for n in names
              for seed in range(args.seed_offset, args.seed_offset + args.seeds)]
-    rows: list[dict[str, Any]] = []
     t0 = time.time()
-    ctx = multiprocessing.get_context("fork")
-    with ctx.Pool(args.jobs, initializer=zoo_replay._init,
-                  initargs=({n: paths[n] for n in names},)) as pool:  # fmt: skip
-        for i, got in enumerate(pool.imap_unordered(_job, tasks, chunksize=2), 1):
-            rows.extend(got)
-            if i % 100 == 0 or i == len(tasks):
-                logging.info("%d/%d runs replayed (%.0f s)", i, len(tasks), time.time() - t0)
+    rows = zoo_replay.run_pool(_job, tasks, {n: paths[n] for n in names}, jobs=args.jobs,
+                               chunksize=2)  # fmt: skip
     what = "earlier run" if args.against else "committed"
     print(f"\nthe default search, {args.seeds} seeds, median / 10th percentile (% of the "
           f"optimum): now | {what}")

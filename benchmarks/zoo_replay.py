@@ -58,7 +58,7 @@ import multiprocessing
 import statistics
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -113,6 +113,23 @@ def _init(paths: dict[str, Path]) -> None:
     logging.getLogger("loadersearch").setLevel(logging.WARNING)
     os.environ["LOADERSEARCH_LOCK_DIR"] = tempfile.mkdtemp(prefix="ls-zoo-")
     _STATE["paths"] = paths
+
+
+def run_pool(job: Callable[[Any], list[dict[str, Any]]], tasks: Sequence[Any],
+             paths: dict[str, Path], *, jobs: int, chunksize: int = 4, every: int = 100
+             ) -> list[dict[str, Any]]:  # fmt: skip
+    """The rows of ``job`` over ``tasks``, in ``jobs`` forked processes started with
+    :func:`_init` over the landscapes ``paths`` (in the order they finish), logging progress
+    every ``every`` tasks."""
+    rows: list[dict[str, Any]] = []
+    t0 = time.time()
+    ctx = multiprocessing.get_context("fork")
+    with ctx.Pool(jobs, initializer=_init, initargs=(paths,)) as pool:
+        for i, got in enumerate(pool.imap_unordered(job, tasks, chunksize=chunksize), 1):
+            rows.extend(got)
+            if i % every == 0 or i == len(tasks):
+                logging.info("%d/%d runs replayed (%.0f s)", i, len(tasks), time.time() - t0)
+    return rows
 
 
 def _job(task: tuple[str, Method, int]) -> list[dict[str, Any]]:
@@ -352,14 +369,8 @@ def main(argv: list[str] | None = None) -> int:
     methods += [] if args.skip_random else [RANDOM]
     tasks = [(land, m, args.seed_offset + seed) for land in paths for m in methods
              for seed in range(args.seeds)]  # fmt: skip
-    rows: list[dict[str, Any]] = []
     t0 = time.time()
-    ctx = multiprocessing.get_context("fork")
-    with ctx.Pool(args.jobs, initializer=_init, initargs=(paths,)) as pool:
-        for i, got in enumerate(pool.imap_unordered(_job, tasks, chunksize=4), 1):
-            rows.extend(got)
-            if i % 100 == 0 or i == len(tasks):
-                logging.info("%d/%d runs replayed (%.0f s)", i, len(tasks), time.time() - t0)
+    rows = run_pool(_job, tasks, paths, jobs=args.jobs)
     names = [m.name for m in methods]
     summary = {land: summarise([r for r in rows if r["landscape"] == land], order=names)
                for land in paths}  # fmt: skip
