@@ -8,6 +8,7 @@ figures, on the landscapes where the default trails random search at a small bud
     nice .venv/bin/python benchmarks/baseline_cost.py                  # ~5 min
     nice .venv/bin/python benchmarks/baseline_cost.py --landscapes peak-5 --budgets 6,10,14
     nice .venv/bin/python benchmarks/baseline_cost.py --out docs/benchmarks/baseline-cost.json
+    nice .venv/bin/python benchmarks/baseline_cost.py --all --budgets 6 --skip-random --no-runs
 
 Random search on the pages spends every trial on the space; the default (and TPE, which the
 pages replay with the baselines too) spends three on the rules of thumb, whose figures the
@@ -62,7 +63,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--landscapes", default="",
                    help="comma-separated names (default: where the default trails random "
                    "search at one of the budgets on the committed pages)")  # fmt: skip
+    p.add_argument("--all", action="store_true", help="every landscape of every set")
     p.add_argument("--budgets", default="6,10", help="comma-separated trial budgets")
+    p.add_argument("--skip-random", action="store_true",
+                   help="replay only random search after the baselines (the pages' random "
+                   "search is shown beside it all the same)")  # fmt: skip
+    p.add_argument("--no-runs", action="store_true",
+                   help="leave every seed's answer out of --out (a smaller file)")
     p.add_argument("--seeds", type=int, default=50)
     p.add_argument("--jobs", type=int, default=2)
     p.add_argument("--docs", type=Path, default=DOCS, help="the committed replays' JSON")
@@ -74,20 +81,24 @@ def main(argv: list[str] | None = None) -> int:
     for which in zoo_replay.STEMS:
         if which != "all":
             paths.update(zoo_replay.landscapes(which))
-    names = args.landscapes.split(",") if args.landscapes else trailing(committed, budgets)
+    if args.landscapes:
+        names = args.landscapes.split(",")
+    else:
+        names = sorted(paths) if args.all else trailing(committed, budgets)
+    methods = [AFTER_BASELINES] if args.skip_random else list(METHODS)
     unknown = [n for n in names if n not in paths]
     if unknown:
         p.error(f"unknown landscape {unknown[0]!r}")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
-    tasks = [(n, m, seed, budgets) for n in names for m in METHODS for seed in range(args.seeds)]
+    tasks = [(n, m, seed, budgets) for n in names for m in methods for seed in range(args.seeds)]
     t0 = time.time()
     rows = zoo_replay.run_pool(_job, tasks, {n: paths[n] for n in names}, jobs=args.jobs,
                                every=200)  # fmt: skip
     summary: dict[str, Any] = {}
     for n in names:
         mine = sorted((r for r in rows if r["landscape"] == n), key=lambda r: r["seed"])
-        summary[n] = zoo_replay.int_budgets(summarise(mine, order=list(METHODS)))
-        for method in METHODS:  # every seed's answer, for a look at single runs
+        summary[n] = zoo_replay.int_budgets(summarise(mine, order=methods))
+        for method in [] if args.no_runs else methods:  # every seed's answer, for a look
             summary[n][method]["runs"] = {
                 b: [(r["seed"], r["answer"], round(r["quality"], 4)) for r in mine
                     if r["method"] == method and r["budget"] == b]
@@ -123,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps({
-            "seeds": args.seeds, "seed_offset": 0, "methods": list(METHODS),
+            "seeds": args.seeds, "seed_offset": 0, "methods": methods,
             "budgets": list(budgets), "replay_s": time.time() - t0,
             "above": {str(b): v for b, v in above.items()}, "summary": summary,
         }, default=str))  # fmt: skip
