@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from loadersearch.search._baselines import baselines
+from loadersearch.search import baselines
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
