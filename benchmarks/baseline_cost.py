@@ -77,10 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     budgets = tuple(sorted(int(b) for b in args.budgets.split(",") if b))
     committed = load(args.docs)
-    paths: dict[str, Path] = {}
-    for which in zoo_replay.STEMS:
-        if which != "all":
-            paths.update(zoo_replay.landscapes(which))
+    paths = zoo_replay.every_landscape()
     if args.landscapes:
         names = args.landscapes.split(",")
     else:

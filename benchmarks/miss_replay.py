@@ -77,10 +77,7 @@ def main(argv: list[str] | None = None) -> int:
         earlier = json.loads(args.against.read_text())
         committed = {n: ("", {DEFAULT: int_budgets(s)[DEFAULT]})
                      for n, s in earlier["summary"].items()}  # fmt: skip
-    paths: dict[str, Path] = {}  # every landscape of every set
-    for which in zoo_replay.STEMS:
-        if which != "all":
-            paths.update(zoo_replay.landscapes(which))
+    paths = zoo_replay.every_landscape()
     if args.landscapes:
         names = args.landscapes.split(",")
     elif args.set == "all":

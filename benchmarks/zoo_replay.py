@@ -100,6 +100,16 @@ def landscapes(which: str) -> dict[str, Path]:
     return tables
 
 
+def every_landscape() -> dict[str, Path]:
+    """Every landscape of every set, by name: the design set's, the held-out ones' and each
+    later set's tables."""
+    paths: dict[str, Path] = {}
+    for which in STEMS:
+        if which != "all":
+            paths.update(landscapes(which))
+    return paths
+
+
 _STATE: dict[str, Any] = {}
 
 
