@@ -5,6 +5,8 @@ the default, TPE and random search at budgets 6, 14 and 40, median / 10th percen
 counts against issue 23's targets, per set and in all.
 
     .venv/bin/python benchmarks/zoo_table.py                  # the counts and the misses
+    .venv/bin/python benchmarks/zoo_table.py \
+        --after-baselines docs/benchmarks/baseline-cost-all.json  # and with that bar at 6
     .venv/bin/python benchmarks/zoo_table.py --update docs/benchmarks.md \\
         --label fifteenth="held out (stop 37), then seen"    # rewrite the table's rows
 
@@ -27,6 +29,7 @@ from zoo_replay import STEMS, TARGET_BUDGET, TARGET_MEDIAN, TARGET_P10, int_budg
 HERE = Path(__file__).resolve().parent
 DOCS = HERE.parent / "docs" / "benchmarks"
 DEFAULT, TPE, RANDOM = "loadersearch (structured)", "loadersearch (tpe)", "random search"
+AFTER_BASELINES = "random search after the baselines"  # baseline_cost.py's
 TABLE_BUDGETS = (6, 14, 40)
 HEADER = "| landscape | default (structured): budget 6 · 14 · 40 | TPE | random search |"
 ROW = re.compile(r"^\| (?:\*(?P<label>[^*]+):\* )?(?P<name>[\w.-]+)(?P<tag> \([^)]*\))? \|")
@@ -53,7 +56,24 @@ def cells(by_method: dict[str, Any], method: str) -> str:
                       for b in TABLE_BUDGETS)  # fmt: skip
 
 
-def counts(zoo: dict[str, tuple[str, dict[str, Any]]]) -> dict[str, Any]:
+def after_baselines(path: Path) -> dict[str, dict[int, dict[str, float]]]:
+    """Landscape -> budget -> random search's median and 10th percentile replayed after the
+    three baselines, from ``baseline_cost.py --out`` (its budgets only)."""
+    data = json.loads(path.read_text())
+    return {land: {int(b): {k: cell[k] for k in ("median", "p10")}
+                   for b, cell in s[AFTER_BASELINES]["budgets"].items()}
+            for land, s in data["summary"].items()}  # fmt: skip
+
+
+def counts(
+    zoo: dict[str, tuple[str, dict[str, Any]]],
+    after: dict[str, dict[int, dict[str, float]]] | None = None,
+) -> dict[str, Any]:
+    """Per set and in all: the landscapes, those where the default meets each budget-14
+    target, and every target (``every``); with ``after`` (:func:`after_baselines`) also
+    every target where random search at ``after``'s budgets is replayed after the baselines,
+    as the default spends its first three trials (``every_after``; a landscape ``after``
+    lacks keeps the page's random search)."""
     by_set: dict[str, dict[str, int]] = {}
     misses: dict[str, list[str]] = {}
     for land, (which, by_method) in zoo.items():
@@ -61,14 +81,19 @@ def counts(zoo: dict[str, tuple[str, dict[str, Any]]]) -> dict[str, Any]:
             continue
         s14 = by_method[DEFAULT]["budgets"][TARGET_BUDGET]
         missed = verdicts({land: by_method}, DEFAULT)[land]
-        row = by_set.setdefault(which, {"landscapes": 0, "median": 0, "p10": 0, "every": 0})
+        row = by_set.setdefault(which, {"landscapes": 0, "median": 0, "p10": 0, "every": 0,
+                                        "every_after": 0})  # fmt: skip
         row["landscapes"] += 1
         row["median"] += s14["median"] >= TARGET_MEDIAN
         row["p10"] += s14["p10"] >= TARGET_P10
         row["every"] += not missed
+        if after is not None:
+            theirs = by_method.get(RANDOM, {"budgets": {}})
+            bar = {**theirs, "budgets": {**theirs["budgets"], **after.get(land, {})}}
+            row["every_after"] += not verdicts({land: {**by_method, RANDOM: bar}}, DEFAULT)[land]
         if missed:
             misses[land] = missed
-    keys = ("landscapes", "median", "p10", "every")
+    keys = ("landscapes", "median", "p10", "every", "every_after")
     total = {k: sum(r[k] for r in by_set.values()) for k in keys}
     return {"sets": by_set, "total": total, "misses": misses, "methods": at_target(zoo)}
 
@@ -123,17 +148,30 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--update", type=Path, metavar="PAGE", help="rewrite PAGE's zoo table")
     p.add_argument("--label", action="append", default=[], metavar="SET=LABEL",
                    help="the label of a set's new rows (e.g. sixteenth='held out (stop 37)')")
+    p.add_argument("--after-baselines", type=Path, metavar="JSON",
+                   help="baseline_cost.py's --out: also count every target with random search "
+                   "at its budgets replayed after the three baselines (as the default spends "
+                   "its first trials)")  # fmt: skip
     args = p.parse_args(argv)
     zoo = load(args.folder)
     if not zoo:
         sys.exit(f"no replay JSON in {args.folder}: run benchmarks/zoo_replay.py first")
-    got = counts(zoo)
+    after = None
+    if args.after_baselines:
+        try:
+            after = after_baselines(args.after_baselines)
+        except (OSError, ValueError, KeyError) as exc:
+            sys.exit(f"{args.after_baselines}: not baseline_cost.py's --out JSON ({exc})")
+    got = counts(zoo, after)
+    extra = ", with random search after the baselines on {}" if after is not None else ""
     for which, r in got["sets"].items():
         print(f"{which:12s} {r['landscapes']:3d} landscapes: median >= 97% at 14 on "
-              f"{r['median']}, p10 >= 93% on {r['p10']}, every target on {r['every']}")
+              f"{r['median']}, p10 >= 93% on {r['p10']}, every target on {r['every']}"
+              + extra.format(r["every_after"]))  # fmt: skip
     t = got["total"]
     print(f"{'all':12s} {t['landscapes']:3d} landscapes: median >= 97% at 14 on {t['median']}, "
-          f"p10 >= 93% on {t['p10']}, every target on {t['every']}")
+          f"p10 >= 93% on {t['p10']}, every target on {t['every']}"
+          + extra.format(t["every_after"]))  # fmt: skip
     met = ", ".join(f"{m} on {k} of {n}" for m, (k, n) in got["methods"].items())
     print(f"median >= 97% and p10 >= 93% at 14, by method: {met}")
     print("\nmisses:")

@@ -36,13 +36,38 @@ def test_counts_and_misses_follow_the_targets(tmp_path: Path) -> None:
         "unseen-c": (0.98, 0.92),  # 10th percentile below 93% at 14
     })  # fmt: skip
     got = zoo_table.counts(zoo_table.load(tmp_path))
-    assert got["sets"]["unseen"] == {"landscapes": 3, "median": 2, "p10": 2, "every": 1}
+    assert got["sets"]["unseen"] == {"landscapes": 3, "median": 2, "p10": 2, "every": 1,
+                                     "every_after": 0}  # fmt: skip
     assert got["total"]["every"] == 1
     assert set(got["misses"]) == {"unseen-b", "unseen-c"}
     assert got["misses"]["unseen-b"] == ["median 96.0% at 14"]
     # the budget-14 targets alone, per method: TPE (90/80) and random search (85/70) nowhere
     assert got["methods"] == {zoo_table.DEFAULT: (1, 3), zoo_table.TPE: (0, 3),
                               zoo_table.RANDOM: (0, 3)}  # fmt: skip
+
+
+def test_every_target_with_random_search_after_the_baselines(tmp_path: Path) -> None:
+    """``--after-baselines``: random search's figures at the budgets of baseline_cost.py's JSON
+    replaced by its replay after the three baselines; the other budgets and a landscape the
+    JSON lacks keep the page's."""
+    write_set(tmp_path, "landscape-zoo-unseen", {"unseen-a": (0.99, 0.95),
+                                                 "unseen-b": (0.99, 0.95)})  # fmt: skip
+    page = json.loads((tmp_path / "landscape-zoo-unseen.json").read_text())
+    for land in ("unseen-a", "unseen-b"):  # below random search's 85/70 at budget 6 only
+        page["summary"][land][zoo_table.DEFAULT]["budgets"]["6"] = {"median": 0.80, "p10": 0.75}
+        page["summary"][land][zoo_table.TPE]["budgets"]["6"] = {"median": 0.70, "p10": 0.60}
+    (tmp_path / "landscape-zoo-unseen.json").write_text(json.dumps(page))
+    cost = tmp_path / "cost.json"
+    cost.write_text(json.dumps({"summary": {"unseen-a": {zoo_table.AFTER_BASELINES: {
+        "budgets": {"6": {"median": 0.78, "p10": 0.60, "seeds": 50}}}}}}))  # fmt: skip
+    zoo = zoo_table.load(tmp_path)
+    got = zoo_table.counts(zoo, zoo_table.after_baselines(cost))
+    assert got["total"]["every"] == 0  # the page's bar: 80 < 85 at 6 on both
+    assert got["total"]["every_after"] == 1  # unseen-a: 80/75 >= 78/60; unseen-b: the page's
+    assert set(got["misses"]) == {"unseen-a", "unseen-b"}  # the misses stay the page's
+    cost.write_text(json.dumps({"summary": {"unseen-a": {zoo_table.AFTER_BASELINES: {
+        "budgets": {"6": {"median": 0.81, "p10": 0.60}}}}}}))  # fmt: skip
+    assert zoo_table.counts(zoo, zoo_table.after_baselines(cost))["total"]["every_after"] == 0
 
 
 def test_update_keeps_each_row_s_label_and_labels_new_rows(tmp_path: Path) -> None:
