@@ -32,10 +32,9 @@ from typing import Any
 
 import zoo_replay
 from bench_tabular.replay import RANDOM, Method, summarise
-from zoo_table import DEFAULT, DOCS, load
+from zoo_table import AFTER_BASELINES, DEFAULT, DOCS, load
 from zoo_table import RANDOM as RANDOM_NAME
 
-AFTER_BASELINES = "random search after the baselines"
 WITH_BASELINES = Method(AFTER_BASELINES, None, pruner="none", baselines=True, confirm_rounds=0)
 METHODS = {RANDOM.name: RANDOM, AFTER_BASELINES: WITH_BASELINES}
 

@@ -29,7 +29,7 @@ from zoo_replay import STEMS, TARGET_BUDGET, TARGET_MEDIAN, TARGET_P10, int_budg
 HERE = Path(__file__).resolve().parent
 DOCS = HERE.parent / "docs" / "benchmarks"
 DEFAULT, TPE, RANDOM = "loadersearch (structured)", "loadersearch (tpe)", "random search"
-AFTER_BASELINES = "random search after the baselines"  # baseline_cost.py's
+AFTER_BASELINES = "random search after the baselines"  # baseline_cost.py's method (it imports it)
 TABLE_BUDGETS = (6, 14, 40)
 HEADER = "| landscape | default (structured): budget 6 · 14 · 40 | TPE | random search |"
 ROW = re.compile(r"^\| (?:\*(?P<label>[^*]+):\* )?(?P<name>[\w.-]+)(?P<tag> \([^)]*\))? \|")
