@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 import zoo_replay
+from bench_tabular import replay
 from bench_tabular.replay import CONFIRM_ROUNDS, loadersearch_methods, summarise
 from zoo_replay import int_budgets
 from zoo_table import DEFAULT, DOCS, counts, load
@@ -65,6 +66,11 @@ def main(argv: list[str] | None = None) -> int:
                    help="the first seed (other seeds: a check of how much the figures vary)")
     p.add_argument("--confirm-rounds", type=int, default=CONFIRM_ROUNDS,
                    help=f"the confirmation's rounds (default {CONFIRM_ROUNDS}, the run's)")
+    p.add_argument("--trial-noise", type=float, default=1.0, metavar="SCALE",
+                   help="the trials' noise times SCALE (0: each trial measures the truth; "
+                        "a miss without noise is the walk's own)")
+    p.add_argument("--confirm-noise", type=float, default=1.0, metavar="SCALE",
+                   help="the confirmation's noise times SCALE")
     p.add_argument("--jobs", type=int, default=2)
     p.add_argument("--docs", type=Path, default=DOCS, help="the committed replays' JSON")
     p.add_argument("--out", type=Path, help="write this run's summary here (JSON)")
@@ -94,11 +100,19 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         p.error(f"unknown landscape {unknown[0]!r}")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
+    if min(args.trial_noise, args.confirm_noise) < 0:
+        p.error("a noise scale is 0 or more")
+    scales = dict(replay.NOISE_SCALE)
+    replay.NOISE_SCALE.update({replay.TRIALS: args.trial_noise,
+                               replay.CONFIRMATION: args.confirm_noise})  # (forked workers)
     tasks = [(n, seed, budgets, args.confirm_rounds) for n in names
              for seed in range(args.seed_offset, args.seed_offset + args.seeds)]
     t0 = time.time()
-    rows = zoo_replay.run_pool(_job, tasks, {n: paths[n] for n in names}, jobs=args.jobs,
-                               chunksize=2)  # fmt: skip
+    try:
+        rows = zoo_replay.run_pool(_job, tasks, {n: paths[n] for n in names}, jobs=args.jobs,
+                                   chunksize=2)  # fmt: skip
+    finally:
+        replay.NOISE_SCALE.update(scales)
     what = "earlier run" if args.against else "committed"
     print(f"\nthe default search, {args.seeds} seeds, median / 10th percentile (% of the "
           f"optimum): now | {what}")

@@ -30,9 +30,9 @@ from typing import Any
 import optuna
 from optuna.trial import TrialState
 
-from bench_tabular.table import Table, as_result
+from bench_tabular.table import Repeat, Table, as_result
 from loadersearch import Hardware, LoaderConfig
-from loadersearch.measure import MeasurePlan
+from loadersearch.measure import OK, MeasurePlan
 from loadersearch.search import SearchSpace, StudySettings
 from loadersearch.workload import WorkloadSpec
 
@@ -148,6 +148,13 @@ def _answer(study: optuna.Study, objective: Any, method: Method, account: Accoun
     return trial_config(ranked[0], objective.space.fixed()) if ranked else None
 
 
+# The fair replay's noise, scaled (benchmarks/miss_replay.py --trial-noise, --confirm-noise):
+# 1 is each point's own noise, 0 its truth; the trials' and the confirmation's apart, so that
+# a miss can be told to be the walk's design (it misses without noise) or the noise's.
+TRIALS, CONFIRMATION = "trials", "confirmation"
+NOISE_SCALE = {TRIALS: 1.0, CONFIRMATION: 1.0}
+
+
 def replay_seed(
     method: Method,
     table: Table,
@@ -177,6 +184,13 @@ def replay_seed(
     def measure_fn(workload_: Any, config: LoaderConfig, plan_: Any, *, on_window=None,
                    on_ready=None) -> Any:  # fmt: skip
         drawn = table.fresh(config, rng) if fair else table.draw(config, rng)
+        scale = NOISE_SCALE[CONFIRMATION if account.confirming else TRIALS]
+        if fair and scale != 1.0 and drawn.status == OK:
+            # the same point drawn with its noise scaled (from a stream of its own, so that
+            # the trials' stream moves on as it would)
+            value, noise = table.model_point(config)
+            drawn = Repeat.synthetic(value, noise * scale, config.batch_size,
+                                     random.Random(drawn.objective))
         result = as_result(config, drawn, dataset_len=table.dataset_len,
                            on_window=on_window, on_ready=on_ready)  # fmt: skip
         account.add(result.wall_s)

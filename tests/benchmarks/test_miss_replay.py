@@ -47,3 +47,22 @@ def test_the_screen_reproduces_the_committed_replay_and_compares_with_a_control(
     cells = [c.strip() for c in row.strip("|").split("|")][1:]
     assert cells[0::2] == cells[1::2]  # now == earlier run, budget by budget
     assert "(earlier run: 0)" in text
+
+
+def test_without_noise_the_walk_is_its_design_alone(capsys: pytest.CaptureFixture[str]) -> None:
+    """--trial-noise 0 --confirm-noise 0: every measurement is the point's truth, so every
+    seed takes the same walk to the same answer (the miss that is left is the design's);
+    the noise scale is the default's again afterwards."""
+    from bench_tabular import replay
+
+    args = ["--landscapes", LANDSCAPE, "--seeds", "3", "--budgets", "6,14",
+            "--trial-noise", "0", "--confirm-noise", "0", "--jobs", "1"]  # fmt: skip
+    assert miss_replay.main(args) == 0
+    text = capsys.readouterr().out
+    row = next(line for line in text.splitlines() if line.startswith(f"| {LANDSCAPE} |"))
+    now = [c.strip() for c in row.strip("|").split("|")][1::2]
+    for cell in now:  # median == 10th percentile: the seeds agree
+        median, p10 = cell.split("/")
+        assert median == p10, row
+    assert now[1] == "94.2/94.2"  # stop 50's trace: w10 b64 at budget 14, the optimum w9
+    assert replay.NOISE_SCALE == {replay.TRIALS: 1.0, replay.CONFIRMATION: 1.0}
