@@ -71,6 +71,14 @@ def limit_problem(text: str, *, aborted: bool = False) -> str | None:
     return None
 
 
+def naming(e: OSError, path: str) -> OSError:
+    """``e`` with ``path`` as its file where it names none (a full disk says so on write or
+    close, without the file's name), so that its message names the place to free."""
+    if e.filename is None:
+        e.filename = str(path)
+    return e
+
+
 def environment_error(e: OSError) -> LoaderSearchError | None:
     """An OSError that is the environment's, not a bug (too many open files, no space left,
     a read-only file system, out of memory under a limit), as an error with one clear line;

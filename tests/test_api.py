@@ -93,8 +93,8 @@ def test_tune_and_bench_refuse_to_run_inside_the_measuring_process(monkeypatch) 
 def test_a_sample_failing_in_a_worker_stops_the_study_naming_its_index(tmp_path) -> None:
     failing = functools.partial(pipelines.make_dataset, n=8, size=8, fail_at=5)
     with pytest.raises(PipelineError) as e:
-        _tune(f"sqlite:///{tmp_path / 'bad.db'}", dataset=failing, fix={"num_workers": 1,
-              "batch_size": 8}, trials=1)  # fmt: skip
+        _tune(f"sqlite:///{tmp_path / 'bad.db'}", dataset=failing, space={},
+              fix={"num_workers": 1, "batch_size": 8}, trials=1)  # fmt: skip
     text = str(e.value)
     assert text.startswith(
         "your dataset cannot be used (bad_sample): bad sample index 5 of "

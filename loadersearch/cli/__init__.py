@@ -18,7 +18,13 @@ from loadersearch.errors import Interrupted, LoaderSearchError
 __all__ = ["DeclaredOption", "cli", "main"]
 
 
-def _interrupted_line(interrupt: Interrupted) -> str:
+# The commands that measure (the others stop without measuring processes to stop).
+MEASURING = frozenset({"run", "worker", "bench", "confirm", "diagnose"})
+
+
+def _interrupted_line(interrupt: Interrupted, command: str | None = None) -> str:
+    if command is not None and command not in MEASURING:
+        return f"Interrupted ({interrupt.name})."
     line = f"Interrupted ({interrupt.name}): the measuring processes were stopped."
     if interrupt.requeued:
         numbers = ", ".join(str(n) for n in interrupt.requeued)
@@ -61,7 +67,8 @@ class _Group(click.Group):
         except KeyboardInterrupt as e:
             Interrupted.received.clear()  # raised through: said below
             interrupt = e if isinstance(e, Interrupted) else Interrupted()
-            _stop(ctx, e, _interrupted_line(interrupt), interrupt.exit_code)
+            _stop(ctx, e, _interrupted_line(interrupt, ctx.invoked_subcommand),
+                  interrupt.exit_code)  # fmt: skip
         except Exception as e:
             from loadersearch._limits import environment_error
             from loadersearch.storage import scrub_known

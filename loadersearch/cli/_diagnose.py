@@ -148,7 +148,12 @@ def diagnose(
             remedies=remedies,
             on_phase=lambda text: status.update(f"diagnosing {config.label()}: {text}"),
         )
-    written = write_outputs(d, out_dir)
+    from loadersearch._limits import naming
+
+    try:
+        written = write_outputs(d, out_dir)
+    except OSError as e:
+        raise naming(e, out_dir) from None
     not_stored = store_diagnosis(d, target, spec, hardware, storage)
     if not_stored:  # a diagnosis of another workload is not the study's
         err_console.print(f"note: {not_stored}", soft_wrap=True, highlight=False, markup=False)

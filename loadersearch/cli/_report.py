@@ -121,7 +121,12 @@ def report(
         console.print(f"Parameter importance: not enough trials yet ({importance.describe()})")
     render_summary(summary, storage=storage)
     if out_dir:
-        written = write_report(study, out_dir)
+        from loadersearch._limits import naming
+
+        try:
+            written = write_report(study, out_dir)
+        except OSError as e:
+            raise naming(e, out_dir) from None
         console.print(f"\nReport: {written[0]} (plots beside it: {len(written) - 1} files)")
 
 

@@ -164,7 +164,7 @@ def _run_rank(
         if rank >= found:
             raise RuntimeError(
                 f"{world_size} ranks need {world_size} CUDA devices but torch sees {found}; "
-                f"use --gpus {found} or fewer"
+                + (f"use --gpus {found} or fewer" if found else "use --gpus 1 or --device cpu")
             )
         torch.cuda.set_device(rank)  # "cuda" below is this rank's device
     backend = backend_for(cuda)

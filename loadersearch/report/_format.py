@@ -46,8 +46,11 @@ def winner_title(w: Winner, unconfirmed: str = "Best trial (not confirmed)") -> 
 def baselines_source(summary: Summary) -> str:
     """Where the baseline table's rates come from: all re-measured beside the winner, or
     (before a confirmation) partly their trials' values."""
-    if all(b.source == "confirmation" for b in summary.baselines if b.rate):
-        return "Every baseline was re-measured in the same interleaved rounds as the winner."
+    measured = [b for b in summary.baselines if b.rate]
+    if all(b.source == "confirmation" for b in measured):
+        every = "Every baseline" if len(measured) == len(summary.baselines) else (
+            "Every baseline measured")  # fmt: skip
+        return f"{every} was re-measured in the same interleaved rounds as the winner."
     return (
         "The baselines among the finalists were re-measured with the winner; the others' rates "
         "are their trial values (no confirmation yet)."

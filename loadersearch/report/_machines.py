@@ -123,9 +123,18 @@ def machines(
     rdb = open_existing_storage(resolve_storage_url(storage))
     rows: dict[tuple[str, str], MachineRow] = {}
     skipped: list[str] = []
-    for frozen in rdb.get_all_studies():
-        if pattern and not fnmatch.fnmatchcase(frozen.study_name, pattern):
-            continue
+    every = rdb.get_all_studies()
+    chosen = [s for s in every if not pattern or fnmatch.fnmatchcase(s.study_name, pattern)]
+    if pattern and every and not chosen:
+        from loadersearch.errors import StudyError
+
+        names = sorted(s.study_name for s in every)
+        listed = ", ".join(names[:20]) + (", ..." if len(names) > 20 else "")
+        raise StudyError(
+            f"no study name matches {pattern!r} (studies there: {listed}); quote the pattern "
+            "so that the shell leaves it alone, e.g. --study 'yolo-*'."
+        )
+    for frozen in chosen:
         study = optuna.load_study(study_name=frozen.study_name, storage=rdb)
         if foreign_study_problems(study):
             skipped.append(f"{frozen.study_name}: not a loadersearch study")

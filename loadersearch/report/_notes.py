@@ -405,10 +405,18 @@ def window_artifact_hook(store: ArtifactStore) -> Callable[[optuna.Trial, Measur
 
         rates = [window_value(w) for w in result.windows]
         waits = [window_wait(w) for w in result.windows]
-        with tempfile.TemporaryDirectory() as tmp:
-            path = os.path.join(tmp, WINDOWS_PNG)
-            if window_figure_png(result.config.label(), rates, waits, path):
-                upload_artifact(artifact_store=store, file_path=path, study_or_trial=trial)
+        try:
+            with tempfile.TemporaryDirectory() as tmp:
+                path = os.path.join(tmp, WINDOWS_PNG)
+                if window_figure_png(result.config.label(), rates, waits, path):
+                    upload_artifact(artifact_store=store, file_path=path, study_or_trial=trial)
+        except OSError as e:
+            # A picture is not worth the measurement: the trial goes on without it.
+            from loadersearch._limits import environment_error
+
+            said = environment_error(e)
+            _logger.warning("Trial %d's window picture was not stored: %s", trial.number,
+                            said if said is not None else e)  # fmt: skip
 
     return attach
 

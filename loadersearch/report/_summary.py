@@ -127,6 +127,7 @@ class Summary:
     drift_said: bool = False  # beyond the race's noise floor: the run said it, so does the report
     confirmed_after: int | None = None  # finished trials the confirmation covered
     finished: int = 0  # finished (complete, infeasible or pruned) trials now
+    budget: int | None = None  # the study's total (--trials, user attribute ``trials``)
     gpus: int = 1  # ranks of the measured DDP job; the answer is per rank
     cache: CacheAnswer | None = None  # the winner reads its images from a cache
     # what --skip-bad-samples left out or replaced (study attribute skipped_samples)
@@ -194,11 +195,19 @@ def summarize(study: optuna.Study) -> Summary:
         drift_said=bool(confirmation.get("drift_said")) if confirmation else False,
         confirmed_after=confirmation.get("finished_trials") if confirmation else None,
         finished=counts[COMPLETE] + counts[INFEASIBLE] + counts[PRUNED],
+        budget=_int_or_none(attrs.get("trials")),
         cache=_cache_answer(attrs, winner, ranked, fixed, dataset_images),
         skipped=attrs.get("skipped_samples") or {},
         settled=attrs.get("settled") or None,
         phases=phase_seconds(trials),
     )
+
+
+def _int_or_none(value: Any) -> int | None:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
 
 
 def _dataset_images(ranked: list[optuna.trial.FrozenTrial]) -> int:

@@ -134,6 +134,16 @@ def render_summary(
     console.print(f"\nOpen the study: {dashboard_command(storage)}")
 
 
+def _queued_hint(summary: Summary) -> str:
+    """What measures the queued trials (baselines, retries of interrupted ones): the same
+    command while the budget has room; once the budget is reached, a larger one."""
+    queued, budget = summary.counts["queued"], summary.budget
+    if budget is not None and summary.finished >= budget:
+        return (f"queued, not measured: the budget of {budget} trials is reached (run again "
+                f"with --trials {summary.finished + queued} to measure them)")  # fmt: skip
+    return "queued (run the same command to measure)"
+
+
 def _counts_line(summary: Summary, ran: int | None, elapsed_s: float | None) -> str:
     """``40 trials: 30 complete, 8 pruned, 2 infeasible; 12 run now in 3 min``."""
     c = summary.counts
@@ -141,7 +151,7 @@ def _counts_line(summary: Summary, ran: int | None, elapsed_s: float | None) -> 
         f"{c['complete'] + c['infeasible'] + c['pruned']} trials: {c['complete']} complete, "
         f"{c['pruned']} pruned, {c['infeasible']} infeasible"
         + (f", {c['failed']} failed" if c["failed"] else "")
-        + (f", {c['queued']} queued (run the same command to measure)" if c["queued"] else "")
+        + (f", {c['queued']} {_queued_hint(summary)}" if c["queued"] else "")
     )
     if ran is not None:
         head += f"; {ran} run now"

@@ -31,6 +31,9 @@ _logger = logging.getLogger(__name__)
 
 PROCESS_ATTR = "process"  # trial system attribute: where its process runs (see _process_key)
 MAX_RETRIES = 3  # as many re-runs as the heartbeat's retry callback allows
+# A trial records its host and pid within milliseconds of its start; one that has not after
+# this long was left by a process that stopped in between (see _orphan).
+ORPHAN_AFTER_S = 120.0
 
 
 def _process_key() -> str:
@@ -92,16 +95,29 @@ def _dead(trial: optuna.trial.FrozenTrial, here: str, key: str) -> bool:
     return begun is not None and started > begun + 1.0
 
 
+def _orphan(trial: optuna.trial.FrozenTrial) -> bool:
+    """Whether a RUNNING trial never said who runs it, long after it began: its process
+    stopped between Optuna's creating it and its first attribute (a disk that filled at that
+    moment, a kill), so neither this check nor the heartbeat (it has none) would ever end it."""
+    if "host" in trial.user_attrs or "pid" in trial.user_attrs or not trial.datetime_start:
+        return False
+    return time.time() - trial.datetime_start.timestamp() > ORPHAN_AFTER_S
+
+
 def reclaim_dead_trials(study: optuna.Study) -> list[int]:
-    """Fail this host's RUNNING trials whose process is gone and queue them again; returns
-    their numbers. Two processes reclaiming at once: only one fails a trial (Optuna refuses
-    to finish a trial twice), so it is queued once."""
+    """Fail this host's RUNNING trials whose process is gone, and any trial left RUNNING
+    without saying where (:func:`_orphan`), and queue them again; returns their numbers. Two
+    processes reclaiming at once: only one fails a trial (Optuna refuses to finish a trial
+    twice), so it is queued once."""
     here, key = host_name(), _process_key()
     reclaimed = []
     for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-        if not _dead(t, here, key):
+        if _orphan(t):
+            reason = "its process stopped before it recorded where it ran"
+        elif _dead(t, here, key):
+            reason = f"its process {t.user_attrs['pid']} on {here} is gone"
+        else:
             continue
-        reason = f"its process {t.user_attrs['pid']} on {here} is gone"
         try:
             study._storage.set_trial_user_attr(t._trial_id, "status", "interrupted")
             study._storage.set_trial_user_attr(t._trial_id, "reason", reason)

@@ -37,6 +37,10 @@ if TYPE_CHECKING:
 
 _logger = logging.getLogger(__name__)
 
+# Optuna's study_name column (MAX_INDEXED_STRING_LENGTH): a longer name fails in PostgreSQL
+# and MySQL with the driver's error, and SQLite stores it where they could not open it.
+MAX_STUDY_NAME = 512
+
 
 def default_study_name(workload: WorkloadSpec, hardware: Hardware) -> str:
     """e.g. ``yolov4-tiny-train-128-cpu2``, ``yolov4-tiny-emulated-416-voc-cpu16``, and for a
@@ -197,6 +201,11 @@ def create_or_resume_study(
         raise StudyError(
             f"no study named {name!r} in {redact_url(url)}; start it with `loadersearch run "
             f"--study {name} --storage URL` first."
+        )
+    if len(name) > MAX_STUDY_NAME:
+        raise StudyError(
+            f"the study name is {len(name)} characters long; Optuna's databases hold "
+            f"{MAX_STUDY_NAME} at most: choose a shorter --study."
         )
     study = optuna.create_study(
         study_name=name,

@@ -227,6 +227,11 @@ def load_spec_file(path: str) -> dict[str, Any]:
         raise SpecError(f"study spec {path} not found; see studies/*.toml for examples.") from e
     except tomllib.TOMLDecodeError as e:
         raise SpecError(f"study spec {path} is not valid TOML: {e}.") from e
+    except UnicodeDecodeError as e:
+        raise SpecError(
+            f"study spec {path} is not UTF-8 text (byte {e.start}: {e.reason}); save it as "
+            "UTF-8, as TOML requires."
+        ) from e
     for section, table in data.items():
         if section not in SPEC_SECTIONS:
             raise SpecError(
@@ -343,14 +348,35 @@ def _space(space: SearchSpace, data: dict[str, Any], overrides: Overrides) -> Se
     then the command line's, applied."""
     space_in = dict(data.get("space", {}))
     fixed_in = {k: v for k, v in dict(space_in.pop("fix", {})).items()}
+    cli_ranged, cli_fixed = overrides.space_ranges, overrides.space_fixed
+    # The command line's range or value of a knob replaces the file's, either kind
+    ranged = {**{k: v for k, v in space_in.items() if k not in cli_fixed}, **cli_ranged}
+    fixed = {**{k: v for k, v in fixed_in.items() if k not in cli_ranged}, **cli_fixed}
+    both = sorted(set(ranged) & set(fixed))
+    if both:  # given both ways in one place: which did the user mean?
+        knob = both[0]
+        raise SpecError(
+            f"{knob} is both searched ({knob}={ranged[knob]}) and fixed ({knob}="
+            f"{fixed[knob]}); give it a range (--space) or one value (--fix), not both."
+        )
     try:
-        for knob, text in {**space_in, **overrides.space_ranges}.items():
+        for knob, text in ranged.items():
             space = space.with_range(knob, text)  # text, or a TOML list
-        for knob, value in {**fixed_in, **overrides.space_fixed}.items():
+        for knob, value in fixed.items():
             space = space.with_fixed(knob, value)
     except SpaceError as e:
         raise SpecError(str(e)) from e
+    given = [k for k in WORKER_ONLY if k in ranged or k in fixed]
+    if space.num_workers[1] == 0 and given:
+        raise SpecError(
+            f"{given[0]} applies only with num_workers > 0, but num_workers is 0 in this "
+            f"space; drop {given[0]}, or search num_workers (e.g. --space num_workers=0:8)."
+        )
     return space
+
+
+# The loader knobs that mean nothing without worker processes (bench refuses them too).
+WORKER_ONLY = ("prefetch_factor", "persistent_workers", "start_method")
 
 
 def check_emulated_cap(workload: WorkloadSpec, space: SearchSpace) -> None:

@@ -159,6 +159,11 @@ class SearchSpace:
             parts = [parts[0], parts[0]]
         if len(parts) == 3 and knob == "batch_size" and "batch_step" not in changes:
             changes["batch_step"] = _parse_int(knob, parts[2])
+            if changes["batch_step"] <= 0:  # (0 stands for pow2 inside; a user writes pow2)
+                raise SpaceError(
+                    f"batch_size step must be 1 or more but got {changes['batch_step']}; "
+                    f"for powers of two write batch_size=pow2:{parts[0]}:{parts[1]}."
+                )
             parts = parts[:2]
         if len(parts) != 2:
             raise SpaceError(

@@ -403,8 +403,9 @@ def join_study(
             listed = ", ".join(names[:20]) + (", ..." if len(names) > 20 else "") or "none"
             raise StudyError(
                 f"no study named {study_name!r} in {redact_url(url)} (studies there: "
-                f"{listed}). A worker only joins a study: create it first with `loadersearch "
-                f"run --study {study_name} --storage URL --trials N`, or check --storage."
+                f"{listed}). `worker` and `confirm` open a study that exists: create it first "
+                f"with `loadersearch run --study {study_name} --storage URL --trials N`, or "
+                "check --study and --storage."
             )
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         study = optuna.load_study(study_name=study_name, storage=rdb)

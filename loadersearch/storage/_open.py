@@ -327,7 +327,12 @@ def _created_on_write(folder: str) -> FileSystemArtifactStore:
 
     class CreatedOnWrite(FileSystemArtifactStore):
         def write(self, artifact_id: str, content_body: BinaryIO) -> None:
-            os.makedirs(self._base_path, exist_ok=True)
-            super().write(artifact_id, content_body)
+            try:
+                os.makedirs(self._base_path, exist_ok=True)
+                super().write(artifact_id, content_body)
+            except OSError as e:
+                if e.filename is None:  # a full disk says so on write or close, nameless
+                    e.filename = str(self._base_path)
+                raise
 
     return CreatedOnWrite(folder)

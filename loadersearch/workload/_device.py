@@ -43,8 +43,10 @@ def check_gpus(workload: WorkloadSpec, hardware: Hardware) -> None:
     if workload.gpus > 1 and on_cuda and workload.gpus > hardware.gpu_count:
         raise SpecError(
             f"gpus={workload.gpus} needs {workload.gpus} GPUs, one per rank, but this machine "
-            f"has {hardware.gpu_count}; use --gpus {hardware.gpu_count} or fewer (or "
-            "--device cpu for CPU ranks with gloo, for testing)."
+            f"has {hardware.gpu_count}; "
+            + (f"use --gpus {hardware.gpu_count} or fewer (or " if hardware.gpu_count
+               else "use --gpus 1 (one process; ")  # fmt: skip
+            + "--device cpu for CPU ranks with gloo, for testing)."
         )
 
 

@@ -134,6 +134,33 @@ def test_a_sqlite_file_that_is_not_a_database_is_named_as_a_file_not_a_server(tm
     assert db.read_bytes() == before
 
 
+def test_a_study_name_longer_than_the_databases_hold_is_one_line(tmp_path):
+    # PostgreSQL and MySQL refused it with the driver's traceback (a red team's find, stop 50)
+    db = tmp_path / "s.db"
+    result = invoke(["run", *FAST, "--storage", f"sqlite:///{db}", "--trials", "1",
+                     "--study", "x" * 600])  # fmt: skip
+    assert result.exit_code == 2, result.output
+    assert "the study name is 600 characters long" in one_error_line(result.output)
+
+
+def test_an_interruption_of_a_command_that_measures_nothing_says_no_more():
+    from loadersearch.cli import _interrupted_line
+    from loadersearch.errors import Interrupted
+
+    assert _interrupted_line(Interrupted(), "dashboard") == "Interrupted (Ctrl-C)."
+    assert "measuring processes were stopped" in _interrupted_line(Interrupted(), "run")
+
+
+def test_a_full_disk_names_the_place_written_not_the_working_directory(tmp_path):
+    import errno
+
+    from loadersearch._limits import environment_error, naming
+
+    nameless = OSError(errno.ENOSPC, "No space left on device")  # as write() and close() say it
+    said = str(environment_error(naming(nameless, str(tmp_path / "report"))))
+    assert f"writing {tmp_path / 'report'} (" in said
+
+
 # ------------------------------------------------------------------------ datasets
 
 

@@ -66,6 +66,14 @@ def test_one_row_per_hardware_class_with_its_studies_and_speedup(tmp_path, study
     assert "NVIDIA" in table.output and "emulated)" in table.output  # the table wraps
 
 
+def test_a_pattern_that_matches_no_study_is_an_error_listing_them(tmp_path):
+    url = f"sqlite:///{tmp_path / 'm.db'}"
+    optuna.create_study(study_name="yolo-a", storage=url)
+    result = run_cli(["report", "--machines", "--storage", url, "--study", "zz*"])
+    assert result.exit_code == 2, result.output
+    assert "no study name matches 'zz*' (studies there: yolo-a)" in result.output
+
+
 def test_machines_refuses_the_report_page_option(tmp_path):
     result = run_cli(["report", "--machines", "--out", str(tmp_path / "r"), "--storage",
                       f"sqlite:///{tmp_path / 'x.db'}"])  # fmt: skip

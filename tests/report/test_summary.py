@@ -87,3 +87,29 @@ def test_an_interrupted_trial_queued_again_is_listed_as_queued_with_its_configur
     assert s.counts["queued"] == 1 and s.counts["running"] == 0
     row = next(r for r in s.rows if r["trial"] == number)
     assert (row["state"], row["retry_of"], row["config"]) == ("queued", failed.number, "w1 b8 pf2")
+
+
+def test_queued_trials_past_the_budget_say_what_measures_them(hand_study):
+    """A retry queued behind the baselines of a small budget never ran, while the summary said
+    "run the same command" (a red team's find, stop 50): past the budget, the count line says
+    the --trials that measures them; the source line does not claim every baseline."""
+    import dataclasses
+
+    from loadersearch.report._format import baselines_source
+    from loadersearch.report._text import _counts_line
+    from loadersearch.search import requeue
+
+    failed = next(t for t in hand_study.get_trials() if t.state == optuna.trial.TrialState.FAIL)
+    requeue(hand_study, failed, "interrupted by SIGTERM")
+    s = summarize(hand_study)
+    room = dataclasses.replace(s, budget=s.finished + 1)
+    assert "1 queued (run the same command to measure)" in _counts_line(room, None, None)
+    full = dataclasses.replace(s, budget=s.finished)
+    assert (f"1 queued, not measured: the budget of {s.finished} trials is reached (run again "
+            f"with --trials {s.finished + 1} to measure them)") in _counts_line(full, None, None)
+    # pytorch's from its trial, the article's from the confirmation: with pytorch's never
+    # measured, the one measured was re-measured, not "every baseline"
+    assert [b.source for b in s.baselines] == ["trial", "confirmation"]
+    unmeasured = dataclasses.replace(s.baselines[0], rate=None, source="not measured yet")
+    some = dataclasses.replace(s, baselines=[unmeasured, *s.baselines[1:]])
+    assert baselines_source(some).startswith("Every baseline measured was re-measured")

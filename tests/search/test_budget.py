@@ -77,6 +77,26 @@ def test_only_this_host_s_trials_whose_process_is_gone_are_reclaimed(study):
     assert retry.state == TrialState.WAITING and retry.system_attrs["fixed_params"] == dead.params
 
 
+@pytest.mark.filterwarnings("ignore:Heartbeat of storage")  # study.ask: a stand-in trial
+def test_a_trial_left_running_before_it_said_where_is_reclaimed_once_it_is_old(study, monkeypatch):
+    # A disk that filled between Optuna's creating a trial and its first attribute left it
+    # RUNNING with no host, pid or heartbeat: nothing ended it, and every later run waited on
+    # it ("the rest of the budget is running on other workers") for ever.
+    orphan = study.ask()
+    orphan.suggest_int("x", 0, 9)
+    assert budget.reclaim_dead_trials(study) == []  # just begun: its process may set them now
+    monkeypatch.setattr(budget, "ORPHAN_AFTER_S", 0.0)
+    assert budget.reclaim_dead_trials(study) == [orphan.number]
+    stopped = study._storage.get_trial(orphan._trial_id)
+    assert (
+        stopped.state == TrialState.FAIL and "before it recorded" in stopped.user_attrs["reason"]
+    )
+    [retry] = [t for t in study.trials if t.system_attrs.get("failed_trial") == orphan.number]
+    assert retry.state == TrialState.WAITING and retry.system_attrs["fixed_params"] == {
+        "x": stopped.params["x"]
+    }
+
+
 def _failed_by_another_worker(study, trial) -> None:
     """What a worker that took ``trial`` for dead does: fail it and queue it again."""
     other = optuna.load_study(study_name=study.study_name, storage=study._storage)

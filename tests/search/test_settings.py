@@ -55,6 +55,42 @@ def test_command_line_values_override_the_spec_file(tmp_path) -> None:
     assert settings.space.fixed()["batch_size"] == 16
 
 
+def test_a_spec_file_that_is_not_utf8_is_named(tmp_path) -> None:
+    spec = tmp_path / "latin.toml"
+    spec.write_bytes(b"\xff\xfe garbage")
+    with pytest.raises(SpecError, match="latin.toml is not UTF-8 text .* save it as UTF-8"):
+        resolve_settings(str(spec), Overrides(), hardware=HOST)
+
+
+def test_a_knob_searched_and_fixed_in_one_place_is_refused(tmp_path) -> None:
+    both = Overrides()
+    both.space_ranges["batch_size"] = "8:32"
+    both.space_fixed["batch_size"] = "64"
+    with pytest.raises(SpecError, match=r"batch_size is both searched \(batch_size=8:32\) and "
+                       r"fixed \(batch_size=64\)"):  # fmt: skip
+        resolve_settings(None, both, hardware=HOST)
+    spec = tmp_path / "s.toml"
+    spec.write_text('[space]\nbatch_size = "8:32"\n[space.fix]\nbatch_size = 64\n')
+    with pytest.raises(SpecError, match="both searched"):
+        resolve_settings(str(spec), Overrides(), hardware=HOST)
+    # the command line's value replaces the file's range (and its range the file's value)
+    spec.write_text('[space]\nbatch_size = "8:32"\n')
+    fix = Overrides()
+    fix.space_fixed["batch_size"] = "16"
+    assert resolve_settings(str(spec), fix, hardware=HOST).space.fixed()["batch_size"] == 16
+
+
+@pytest.mark.parametrize("knob,how", [("prefetch_factor", "fix"), ("prefetch_factor", "space"),
+                                      ("persistent_workers", "fix")])  # fmt: skip
+def test_a_worker_knob_without_workers_is_refused(knob, how) -> None:
+    overrides = Overrides()
+    overrides.space_fixed["num_workers"] = "0"
+    value = {"prefetch_factor": "2" if how == "fix" else "2:4", "persistent_workers": "true"}
+    (overrides.space_fixed if how == "fix" else overrides.space_ranges)[knob] = value[knob]
+    with pytest.raises(SpecError, match=f"{knob} applies only with num_workers > 0"):
+        resolve_settings(None, overrides, hardware=HOST)
+
+
 def test_unknown_keys_in_a_spec_file_are_named(tmp_path) -> None:
     spec = tmp_path / "bad.toml"
     spec.write_text("[workload]\nimage_size = 416\n")
@@ -135,6 +171,10 @@ def test_more_ranks_than_gpus_is_refused_naming_the_fix() -> None:
     assert resolve_settings(None, cpu_ranks, hardware=host).workload.gpus == 4
     with pytest.raises(SpecError, match="gpus must be a whole number of at least 1"):
         resolve_settings(None, Overrides(workload={"gpus": 0}), hardware=HOST)
+    # without a GPU the advice is a value --gpus takes (it refuses 0)
+    none = Hardware(cpu_count=8, physical_cores=4, gpu_count=0)
+    with pytest.raises(SpecError, match=r"has 0; use --gpus 1 \(one process; --device cpu"):
+        resolve_settings(None, Overrides(workload={"gpus": 2, "device": "cuda"}), hardware=none)
 
 
 def test_auto_resolves_to_the_device_the_study_is_named_and_sized_for() -> None:

@@ -22,6 +22,12 @@ def test_space_powers_of_two_list_only_powers_inside_the_range() -> None:
     assert space.batch_choices() == [8, 16, 32, 64]
 
 
+def test_a_batch_step_of_zero_is_refused_pointing_at_pow2() -> None:
+    # 0 marks the powers of two inside; written by a user it searched them without a word
+    with pytest.raises(SpaceError, match="step must be 1 or more but got 0.*pow2:8:64"):
+        SearchSpace().with_range("batch_size", "8:64:0")
+
+
 def test_inverted_range_is_refused_with_the_fix() -> None:
     with pytest.raises(SpaceError, match="inverted.*2:12"):
         SearchSpace().with_range("num_workers", "12:2")

@@ -273,6 +273,47 @@ def test_coco_bbox_outside_the_image_names_the_json_and_the_annotation(tiny_coco
     assert open_dataset(root, img_size=SIZE, skip_bad_samples=True).skipped == 1
 
 
+@pytest.mark.parametrize(
+    "change,match",
+    [
+        (lambda d: d.update(images="hello"), "must be lists"),
+        (lambda d: d.update(annotations={"a": 1}), "must be lists"),
+        (lambda d: d.update(images=[1, 2]), "must be an object"),
+        (lambda d: (d.update(categories=[]), d["annotations"][0].pop("category_id")),
+         "category_id"),
+    ],
+)
+def test_a_coco_document_of_the_wrong_shape_is_named(tiny_coco, tmp_path, change, match):
+    """A red team's finds (stop 50): each was a traceback (TypeError, AttributeError,
+    KeyError), now the file and what is wrong with it."""
+    root = tmp_path / "coco"
+    shutil.copytree(tiny_coco, root)
+    path = root / "annotations" / "instances_train.json"
+    doc = json.loads(path.read_text())
+    change(doc)
+    path.write_text(json.dumps(doc))
+    bad = rf"instances_train.json: not a COCO annotation file.*{match}"
+    with pytest.raises(DatasetError, match=bad):
+        open_dataset(root, img_size=SIZE)
+
+
+def test_a_coco_image_without_a_file_name_is_a_bad_sample(tiny_coco, tmp_path):
+    root = tmp_path / "coco"
+    shutil.copytree(tiny_coco, root)
+    path = root / "annotations" / "instances_train.json"
+    doc = json.loads(path.read_text())
+    del doc["images"][0]["file_name"]  # the first: the one that used to find the images
+    path.write_text(json.dumps(doc))
+    with pytest.raises(DatasetError, match=r"image id 1 .*file_name"):
+        open_dataset(root, img_size=SIZE)
+    assert open_dataset(root, img_size=SIZE, skip_bad_samples=True).skipped == 1
+
+
+def test_coco_asked_of_a_yolo_dataset_says_what_it_expected(tiny_dataset):
+    with pytest.raises(DatasetError, match="No COCO annotations in .*--data-format yolo or voc"):
+        open_dataset(tiny_dataset, img_size=SIZE, fmt="coco")
+
+
 # --------------------------------------------------------------------------- image modes
 
 

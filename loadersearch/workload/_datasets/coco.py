@@ -31,23 +31,32 @@ def read_coco(root: Path, split: str | None, problems: Problems):
                 "one with split (--data-split), e.g. train2017 for instances_train2017.json."
             )
         jsons = train
+    if not jsons:
+        raise DatasetError(
+            f"No COCO annotations in {root}: expected annotations.json or annotations/*.json "
+            "(a YOLO or VOC dataset: --data-format yolo or voc, or leave --data-format out)."
+        )
     ann_path = jsons[0]
     try:
         doc = json.loads(ann_path.read_text())
         images = doc["images"]
         anns = doc.get("annotations", [])
+        if not isinstance(images, list) or not isinstance(anns, list):
+            raise TypeError("'images' and 'annotations' must be lists")
+        if not all(isinstance(x, dict) for x in (*images, *anns)):
+            raise TypeError("every entry of 'images' and 'annotations' must be an object")
         cats = sorted(c["id"] for c in doc.get("categories", []))
         cat_names = {c["id"]: c.get("name", str(c["id"])) for c in doc.get("categories", [])}
-    except (OSError, ValueError, KeyError, TypeError) as e:
+        if not cats:
+            cats = sorted({a["category_id"] for a in anns})
+            cat_names = {c: str(c) for c in cats}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
         raise DatasetError(f"{ann_path}: not a COCO annotation file ({e!r}).") from e
-    if not cats:
-        cats = sorted({a["category_id"] for a in anns})
-        cat_names = {c: str(c) for c in cats}
     cat_index = {c: i for i, c in enumerate(cats)}
-    # Where the images are: try the usual places with the first image.
+    # Where the images are: try the usual places with the first image that names its file.
     split_name = ann_path.stem.removeprefix("instances_")
     candidates = [root / "images", root / "images" / split_name, root / split_name, root]
-    first = images[0]["file_name"] if images else ""
+    first = next((im["file_name"] for im in images if isinstance(im.get("file_name"), str)), "")
     img_dir = next((d for d in candidates if (d / first).is_file()), root / "images")
     by_image: dict[Any, list] = {}
     for a in anns:
