@@ -117,7 +117,7 @@ def machines(
     import optuna
 
     from loadersearch.search import foreign_study_problems
-    from loadersearch.storage import open_existing_storage, resolve_storage_url
+    from loadersearch.storage import open_existing_storage, resolve_storage_url, studies_listed
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     rdb = open_existing_storage(resolve_storage_url(storage))
@@ -128,8 +128,7 @@ def machines(
     if pattern and every and not chosen:
         from loadersearch.errors import StudyError
 
-        names = sorted(s.study_name for s in every)
-        listed = ", ".join(names[:20]) + (", ..." if len(names) > 20 else "")
+        listed = studies_listed([s.study_name for s in every])
         raise StudyError(
             f"no study name matches {pattern!r} (studies there: {listed}); quote the pattern "
             "so that the shell leaves it alone, e.g. --study 'yolo-*'."

@@ -391,6 +391,7 @@ def join_study(
         redact_url,
         resolve_storage_url,
         storage_warnings,
+        studies_listed,
         study_hosts,
     )
 
@@ -399,13 +400,11 @@ def join_study(
     try:
         studies = {s.study_name: s._study_id for s in rdb.get_all_studies()}
         if study_name not in studies:
-            names = sorted(studies)
-            listed = ", ".join(names[:20]) + (", ..." if len(names) > 20 else "") or "none"
             raise StudyError(
                 f"no study named {study_name!r} in {redact_url(url)} (studies there: "
-                f"{listed}). `worker` and `confirm` open a study that exists: create it first "
-                f"with `loadersearch run --study {study_name} --storage URL --trials N`, or "
-                "check --study and --storage."
+                f"{studies_listed(list(studies))}). `worker` and `confirm` open a study that "
+                f"exists: create it first with `loadersearch run --study {study_name} "
+                "--storage URL --trials N`, or check --study and --storage."
             )
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         study = optuna.load_study(study_name=study_name, storage=rdb)

@@ -35,6 +35,7 @@ from loadersearch.storage._open import (
     open_artifact_store,
     open_existing_storage,
     open_storage,
+    studies_listed,
     study_hosts,
 )
 from loadersearch.storage._retrying import retrying_storage_class
@@ -77,6 +78,7 @@ __all__ = [
     "scrub_known",
     "sqlite_path",
     "storage_warnings",
+    "studies_listed",
     "study_hosts",
     "study_lock",
 ]

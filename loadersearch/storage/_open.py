@@ -213,6 +213,12 @@ def _open_error(url: str, e: BaseException) -> StorageError:
 OPTUNA_TABLES = frozenset({"studies", "trials", "version_info"})
 
 
+def studies_listed(names: list[str], most: int = 20) -> str:
+    """The study names a refusal lists (``a, b, ...`` past ``most``; ``none``)."""
+    ordered = sorted(names)
+    return ", ".join(ordered[:most]) + (", ..." if len(ordered) > most else "") or "none"
+
+
 def open_existing_storage(url: str | None = None) -> optuna.storages.RDBStorage:
     """Open a storage that must already hold studies, read-only where the backend allows it
     (for ``report``, ``best``, ``dashboard``): nothing is created, no table, no file, no
@@ -331,7 +337,9 @@ def _created_on_write(folder: str) -> FileSystemArtifactStore:
                 os.makedirs(self._base_path, exist_ok=True)
                 super().write(artifact_id, content_body)
             except OSError as e:
-                if e.filename is None:  # a full disk says so on write or close, nameless
+                # a full disk says so on write or close, nameless (loadersearch._limits.naming,
+                # which imports this package)
+                if e.filename is None:
                     e.filename = str(self._base_path)
                 raise
 
